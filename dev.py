@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Set up and run hooklab: one command each.
+
+    python3 dev.py lab       open JupyterLab on notebooks/00_start_here.ipynb (127.0.0.1, with a token)
+    python3 dev.py test      run every test (unit, notebooks under nbval, re-run, browser)
+    python3 dev.py execute   re-run every notebook top to bottom and store its outputs
+                             (add notebook paths to execute only those)
+
+Each command first creates .venv (or reuses it) and installs requirements.txt into it when that
+file changed since the last install. Extra arguments go to the tool: `python3 dev.py test -k hooks`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PY = BIN / ("python.exe" if os.name == "nt" else "python")
+STAMP = VENV / ".hooklab-installed"
+
+
+def say(msg: str) -> None:
+    print(f"[dev] {msg}", flush=True)
+
+
+def setup() -> None:
+    """Create .venv and install requirements.txt (again only when it or pyproject.toml changed)."""
+    if sys.version_info < (3, 10):
+        sys.exit(f"hooklab needs Python 3.10 or newer (3.11 recommended); this is {sys.version.split()[0]}.")
+    digest = hashlib.sha256(
+        (ROOT / "requirements.txt").read_bytes() + (ROOT / "pyproject.toml").read_bytes()
+    ).hexdigest()
+    if PY.exists() and STAMP.exists() and STAMP.read_text() == digest:
+        return
+    if not PY.exists():
+        say(f"creating {VENV.relative_to(ROOT)} with Python {sys.version.split()[0]}")
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    say("installing requirements.txt (the first time takes a few minutes: PyTorch is large)")
+    start = time.time()
+    subprocess.run([str(PY), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                    "-r", str(ROOT / "requirements.txt")], cwd=ROOT, check=True)
+    STAMP.write_text(digest)
+    say(f"installed in {time.time() - start:.0f} s")
+
+
+def run(cmd: list[str]) -> int:
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONUTF8="1")
+    env.pop("PYTHONPATH", None)
+    return subprocess.run(cmd, cwd=ROOT, env=env).returncode
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in {"lab", "test", "execute", "setup"}:
+        print(__doc__)
+        return 2
+    command, rest = argv[0], argv[1:]
+    setup()
+    if command == "setup":
+        return 0
+    if command == "lab":
+        # JupyterLab's defaults are kept: a token, and only this machine (127.0.0.1) may connect.
+        return run([str(BIN / "jupyter"), "lab", "notebooks/00_start_here.ipynb", "--ip=127.0.0.1", *rest])
+    if command == "execute":
+        return run([str(PY), "-m", "tests.execute", *rest])
+    return run([str(PY), "-m", "pytest", *rest])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

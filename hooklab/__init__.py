@@ -1,0 +1,42 @@
+"""hooklab: helpers for notebooks that teach PyTorch hooks.
+
+The path from a notebook cell to PyTorch stays short: one ``hooklab`` call, then PyTorch's own
+``register_*``.
+
+* :class:`Hooks` owns hook handles by key (re-registering replaces; ``with`` removes all).
+* :func:`select` / :func:`module` pick modules by name, glob, type or test.
+* :class:`Recorder` records inputs, outputs and gradients, detached.
+* :func:`trace` lists the hook events of one forward/backward pass.
+* :func:`registered_hooks` / :func:`count_hooks` show what is registered right now.
+* :class:`Panel` is a live lab; :mod:`hooklab.checker` checks exercises.
+"""
+
+from .callbacks import Callbacks
+from .checker import Exercise, Mistake, Verdict
+from .hooks import Hooks
+from .inspection import count_hooks, registered_hooks
+from .recording import Recorder, detach
+from .selection import module, module_names, select
+from .tracing import shape_of, trace
+from . import checker, data, plots
+from .widgets import Panel
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Callbacks",
+    "Exercise",
+    "Hooks",
+    "Mistake",
+    "Panel",
+    "Recorder",
+    "Verdict",
+    "count_hooks",
+    "detach",
+    "module",
+    "module_names",
+    "registered_hooks",
+    "select",
+    "shape_of",
+    "trace",
+]

@@ -1,0 +1,181 @@
+"""Exercise checkers: run a learner's function on fixed cases and say precisely what is wrong.
+
+An :class:`Exercise` is a list of checks. Each check gets the learner's function and raises
+:class:`Mistake` with a friendly sentence when something is off. ``exercise.check(fn)``
+returns a :class:`Verdict` that prints one line per check.
+
+>>> import hooklab
+>>> from hooklab.checker import Exercise, Mistake
+>>> def returns_double(fn):
+...     got = fn(3)
+...     if got is None:
+...         raise Mistake("your function returns None: add `return x * 2`.")
+...     if got != 6:
+...         raise Mistake(f"for 3 it returned {got!r}, expected 6.")
+>>> ex = Exercise("Double it", [("doubles 3", returns_double)])
+>>> print(ex.check(lambda x: x * 2))
+Double it: all 1 checks passed
+  ✓ doubles 3
+>>> print(ex.check(lambda x: None))
+Double it: 0 of 1 checks passed
+  ✗ doubles 3: your function returns None: add `return x * 2`.
+"""
+
+from __future__ import annotations
+
+import html
+import inspect
+import textwrap
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+
+from ._signature import check_hook_signature
+
+__all__ = ["Exercise", "Mistake", "Verdict", "Solution", "expect_close"]
+
+
+class Mistake(Exception):
+    """Raised by a check: its message tells the learner what is wrong and how to fix it."""
+
+
+def expect_close(actual: Any, expected: Any, what: str, *, atol: float = 1e-6) -> None:
+    """Raise :class:`Mistake` unless ``actual`` is a tensor close to ``expected``."""
+    if actual is None:
+        raise Mistake(f"{what} is None. Did your hook forget to `return` its result?")
+    if not isinstance(actual, torch.Tensor):
+        raise Mistake(f"{what} should be a tensor, got {type(actual).__name__}.")
+    expected = torch.as_tensor(expected, dtype=actual.dtype)
+    if actual.shape != expected.shape:
+        raise Mistake(f"{what} has shape {list(actual.shape)}, expected {list(expected.shape)}.")
+    if not torch.allclose(actual, expected, atol=atol):
+        raise Mistake(f"{what} is {_short(actual)}, expected {_short(expected)}.")
+
+
+def _short(t: torch.Tensor) -> str:
+    values = [round(v, 4) for v in t.detach().flatten()[:6].tolist()]
+    return str(values) + (" ..." if t.numel() > 6 else "")
+
+
+@dataclass
+class Verdict:
+    """The result of checking: one ``(passed, description, message)`` line per check."""
+
+    title: str
+    lines: list[tuple[bool, str, str]] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.lines) and all(ok for ok, _, _ in self.lines)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    @property
+    def mistakes(self) -> list[str]:
+        """The messages of the checks that failed."""
+        return [msg for ok, _, msg in self.lines if not ok]
+
+    def __str__(self) -> str:
+        good = sum(ok for ok, _, _ in self.lines)
+        head = (f"{self.title}: all {good} checks passed" if self.passed
+                else f"{self.title}: {good} of {len(self.lines)} checks passed")
+        body = [f"  ✓ {d}" if ok else f"  ✗ {d}: {m}" for ok, d, m in self.lines]
+        return "\n".join([head, *body])
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        color = "#1a7f37" if self.passed else "#b3261e"
+        items = "".join(
+            f"<li>{'✅' if ok else '❌'} {html.escape(d)}" + ("" if ok else f": <b>{html.escape(m)}</b>") + "</li>"
+            for ok, d, m in self.lines
+        )
+        head = html.escape(str(self).splitlines()[0])
+        return f"<div style='border-left:4px solid {color};padding-left:8px'><b>{head}</b><ul>{items}</ul></div>"
+
+
+Check = tuple[str, Callable[[Callable], None]]
+
+
+class Exercise:
+    """A titled list of checks, optionally with a hook kind whose signature is checked first.
+
+    Args:
+        title: shown at the top of the verdict.
+        checks: ``(description, check)`` pairs; ``check(fn)`` raises :class:`Mistake` when
+            ``fn`` is wrong. Any other exception from the learner's code is reported as
+            "your function raised ...", with the line it came from.
+        hook_kind: if given (``"tensor"``, ``"forward"``, …), the signature is checked first
+            and the other checks are skipped when it does not fit.
+        solution: the worked solution, shown by :meth:`solution`.
+    """
+
+    def __init__(self, title: str, checks: Sequence[Check], *, hook_kind: str | None = None,
+                 with_kwargs: bool = False, solution: Callable | None = None) -> None:
+        self.title = title
+        self.checks = list(checks)
+        self.hook_kind = hook_kind
+        self.with_kwargs = with_kwargs
+        self._solution = solution
+
+    def check(self, fn: Callable) -> Verdict:
+        """Run every check on ``fn`` and return the verdict (print it, or let the notebook show it)."""
+        verdict = Verdict(self.title)
+        if self.hook_kind is not None:
+            try:
+                check_hook_signature(fn, self.hook_kind, self.with_kwargs)
+                verdict.lines.append((True, "has the right signature", ""))
+            except TypeError as exc:
+                verdict.lines.append((False, "has the right signature", str(exc)))
+                return verdict
+        for description, run in self.checks:
+            try:
+                run(fn)
+                verdict.lines.append((True, description, ""))
+            except Mistake as exc:
+                verdict.lines.append((False, description, str(exc)))
+            except NotImplementedError:
+                verdict.lines.append((False, description, "not written yet: replace `raise NotImplementedError` "
+                                      "with your code and run the cell again."))
+            except Exception as exc:  # the learner's code raised: say where
+                verdict.lines.append((False, description, f"your function raised {type(exc).__name__}: {exc}"
+                                      f"{_where(exc)}"))
+        return verdict
+
+    def solution(self) -> "Solution":
+        """The worked solution, collapsed until you open it."""
+        if self._solution is None:
+            raise LookupError(f"no worked solution is attached to {self.title!r}.")
+        return Solution(self.title, textwrap.dedent(inspect.getsource(self._solution)))
+
+    def __repr__(self) -> str:
+        return f"Exercise({self.title!r}, {len(self.checks)} checks)"
+
+
+def _where(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    learner = [f for f in frames if "hooklab" not in f.filename.replace("\\", "/").split("/")[-2:-1]]
+    if not learner:
+        return ""
+    f = learner[-1]
+    return f" (at `{f.line}`)" if f.line else ""
+
+
+@dataclass
+class Solution:
+    """A worked solution: a collapsed ``<details>`` block in a notebook, the code as plain text."""
+
+    title: str
+    code: str
+
+    def __str__(self) -> str:
+        return f"Worked solution: {self.title}\n\n{self.code}"
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        return (f"<details><summary><b>Show the worked solution: {html.escape(self.title)}</b></summary>"
+                f"<pre><code>{html.escape(self.code)}</code></pre></details>")

@@ -1,0 +1,94 @@
+"""What hooks are registered right now: per module and global. The leak detector.
+
+>>> import torch.nn as nn, hooklab
+>>> layer = nn.Linear(2, 2)
+>>> handle = layer.register_forward_hook(lambda m, a, o: None)
+>>> hooklab.count_hooks(layer)
+1
+>>> handle.remove(); hooklab.count_hooks(layer)
+0
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+from torch.nn.modules import module as _module
+
+from ._signature import function_name
+from ._table import Table
+
+__all__ = ["registered_hooks", "count_hooks", "HookReport"]
+
+#: (attribute on nn.Module, label). ``_backward_hooks`` holds full and deprecated backward hooks.
+_MODULE_DICTS = (
+    ("_forward_pre_hooks", "forward_pre"),
+    ("_forward_hooks", "forward"),
+    ("_backward_pre_hooks", "backward_pre"),
+    ("_backward_hooks", "backward"),
+    ("_state_dict_pre_hooks", "state_dict_pre"),
+    ("_state_dict_hooks", "state_dict"),
+    ("_load_state_dict_pre_hooks", "load_state_dict_pre"),
+    ("_load_state_dict_post_hooks", "load_state_dict_post"),
+)
+_GLOBAL_DICTS = (
+    ("_global_forward_pre_hooks", "forward_pre"),
+    ("_global_forward_hooks", "forward"),
+    ("_global_backward_pre_hooks", "backward_pre"),
+    ("_global_backward_hooks", "backward"),
+)
+GLOBAL = "(global)"
+
+
+def _name(fn: Any) -> str:
+    inner = getattr(fn, "hook", None)  # state-dict hooks are wrapped by PyTorch
+    fn = inner if callable(inner) and not isinstance(fn, nn.Module) else fn
+    return function_name(fn)
+
+
+class HookReport(Table):
+    """Rows of (module, kind, function) for every registered hook; ``len()`` counts them."""
+
+    def count(self, kind: str | None = None, module: str | None = None) -> int:
+        """How many hooks, optionally only of one kind and/or on one module."""
+        return sum(1 for m, k, _ in self.rows if (kind is None or k == kind) and (module is None or m == module))
+
+    def by_module(self) -> dict[str, int]:
+        """``{module name: number of hooks}``."""
+        out: dict[str, int] = {}
+        for m, _, _ in self.rows:
+            out[m] = out.get(m, 0) + 1
+        return out
+
+    def to_text(self) -> str:
+        return super().to_text() if self.rows else "no hooks registered"
+
+
+def registered_hooks(model: nn.Module | None = None, *, include_global: bool = True) -> HookReport:
+    """Every hook on ``model``'s modules (and the global module hooks), as a table.
+
+    The root module is named ``(model)``; global hooks (from
+    ``torch.nn.modules.module.register_module_forward_hook`` and friends) show as ``(global)``.
+    """
+    rows: list[list[str]] = []
+    if model is not None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"expected an nn.Module, got {type(model).__name__}.")
+        for name, module in model.named_modules():
+            for attr, kind in _MODULE_DICTS:
+                for fn in getattr(module, attr, {}).values():
+                    label = kind
+                    if attr == "_backward_hooks" and module._is_full_backward_hook is False:
+                        label = "backward (deprecated)"
+                    rows.append([name or "(model)", label, _name(fn)])
+    if include_global:
+        for attr, kind in _GLOBAL_DICTS:
+            for fn in getattr(_module, attr, {}).values():
+                rows.append([GLOBAL, kind, _name(fn)])
+    return HookReport(["module", "kind", "function"], rows)
+
+
+def count_hooks(model: nn.Module | None = None, *, include_global: bool = True) -> int:
+    """The number of hooks registered on ``model`` (every submodule) plus the global ones."""
+    return len(registered_hooks(model, include_global=include_global))

@@ -1,0 +1,115 @@
+"""Pick modules of a model by exact name, glob, type or predicate.
+
+>>> import torch.nn as nn, hooklab
+>>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+>>> list(hooklab.select(model, type=nn.Linear))
+['0', '2']
+>>> hooklab.module(model, "2")
+Linear(in_features=8, out_features=2, bias=True)
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+from typing import Callable
+
+from torch import nn
+
+__all__ = ["select", "module", "module_names"]
+
+_GLOB_CHARS = set("*?[")
+
+
+def module_names(model: nn.Module) -> dict[nn.Module, str]:
+    """``{module: qualified name}`` for every module in ``model`` (the root is ``""``).
+
+    Build it once and look names up in it, instead of rebuilding ``dict(model.named_modules())``
+    for every layer. A module reused in two places keeps its first name.
+    """
+    _check_model(model)
+    return {m: name for name, m in model.named_modules()}
+
+
+def _check_model(model: object) -> None:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"expected an nn.Module (a model or a layer), got {type(model).__name__}.")
+
+
+def _closest(name: str, names: list[str]) -> str:
+    close = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
+    if not close:  # fall back on names that share the last part, or the first ones
+        tail = name.rsplit(".", 1)[-1]
+        close = [n for n in names if n.rsplit(".", 1)[-1] == tail][:5] or names[:5]
+    return ", ".join(repr(n) for n in close)
+
+
+def module(model: nn.Module, name: str) -> nn.Module:
+    """The submodule called ``name`` (as in ``model.named_modules()``).
+
+    An unknown name raises ``KeyError`` listing the closest real names.
+    """
+    _check_model(model)
+    named = dict(model.named_modules())
+    if name in named:
+        return named[name]
+    raise KeyError(
+        f"{type(model).__name__} has no module named {name!r}. Closest names: {_closest(name, [n for n in named if n])}. "
+        "See every name with [n for n, _ in model.named_modules()]."
+    )
+
+
+def select(
+    model: nn.Module,
+    *patterns: str,
+    type: type[nn.Module] | tuple[type[nn.Module], ...] | None = None,
+    where: Callable[[str, nn.Module], bool] | None = None,
+    leaves: bool = False,
+    include_root: bool = False,
+) -> dict[str, nn.Module]:
+    """Modules of ``model`` as ``{name: module}``, in ``named_modules()`` order.
+
+    Args:
+        patterns: exact names (``"layer1.0.conv1"``) or globs (``"layer*.conv1"``, ``"*conv*"``).
+            With none, every module matches. An exact name that does not exist, or a glob that
+            matches nothing, raises ``KeyError`` listing the closest real names.
+        type: keep only modules of this type (or tuple of types).
+        where: keep only modules for which ``where(name, module)`` is true.
+        leaves: keep only modules without children.
+        include_root: include the model itself (named ``""``) when no pattern is given.
+
+    >>> import torch.nn as nn, hooklab
+    >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    >>> list(hooklab.select(model, "?", where=lambda name, m: not isinstance(m, nn.ReLU)))
+    ['0', '2']
+    """
+    _check_model(model)
+    named = list(model.named_modules())
+    names = [n for n, _ in named if n]
+    if patterns:
+        chosen: set[str] = set()
+        for pattern in patterns:
+            if not isinstance(pattern, str):
+                raise TypeError(f"patterns are module names or globs (strings), got {pattern!r}; "
+                                "to select by class use type=..., by test use where=....")
+            if _GLOB_CHARS & set(pattern):
+                hits = fnmatch.filter(names, pattern)
+                if not hits:
+                    raise KeyError(f"no module of {model.__class__.__name__} matches {pattern!r}. "
+                                   f"Closest names: {_closest(pattern.replace('*', ''), names)}.")
+                chosen.update(hits)
+            elif pattern in names:
+                chosen.add(pattern)
+            else:
+                raise KeyError(f"{model.__class__.__name__} has no module named {pattern!r}. "
+                               f"Closest names: {_closest(pattern, names)}.")
+        keep = [(n, m) for n, m in named if n in chosen]
+    else:
+        keep = [(n, m) for n, m in named if n or include_root]
+    if type is not None:
+        keep = [(n, m) for n, m in keep if isinstance(m, type)]
+    if leaves:
+        keep = [(n, m) for n, m in keep if next(m.children(), None) is None]
+    if where is not None:
+        keep = [(n, m) for n, m in keep if where(n, m)]
+    return dict(keep)

@@ -1,0 +1,141 @@
+"""Trace one forward (and optionally backward) pass: which hook fired on which module, in order.
+
+>>> import torch, torch.nn as nn, hooklab
+>>> model = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
+>>> t = hooklab.trace(model, torch.ones(1, 2), backward=True)
+>>> [(e.kind, e.module) for e in t][:3]
+[('forward_pre', '(model)'), ('forward_pre', '0'), ('forward', '0')]
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+from torch import nn
+
+from ._table import Table
+from .hooks import Hooks
+from .selection import select
+
+__all__ = ["trace", "Trace", "Event", "shape_of"]
+
+ROOT = "(model)"
+
+
+def shape_of(value: Any) -> str:
+    """A short description of a hook argument's shape: ``[1, 4]``, ``([1, 4], None)``."""
+    if isinstance(value, torch.Tensor):
+        return str(list(value.shape))
+    if value is None:
+        return "None"
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(shape_of(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {shape_of(v)}" for k, v in value.items()) + "}"
+    return type(value).__name__
+
+
+@dataclass(frozen=True)
+class Event:
+    """One hook call: ``step`` (0, 1, …), ``phase`` (forward/backward), ``kind``, ``module`` name,
+    the module's class, and the shapes the hook saw."""
+
+    step: int
+    phase: str
+    kind: str
+    module: str
+    type: str
+    shapes: str
+
+
+class Trace(Sequence[Event]):
+    """The ordered events of a traced pass; prints as a table (HTML in a notebook)."""
+
+    def __init__(self, events: list[Event], output: Any = None) -> None:
+        self.events = events
+        self.output = output
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self.events[i]
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events)
+
+    def filter(self, kind: str | None = None, phase: str | None = None, module: str | None = None) -> "Trace":
+        """The events of one kind, phase and/or module."""
+        return Trace([e for e in self.events if (kind is None or e.kind == kind)
+                      and (phase is None or e.phase == phase) and (module is None or e.module == module)], self.output)
+
+    def modules(self) -> list[str]:
+        """Module names in the order of their events (repeats kept: a reused module shows twice)."""
+        return [e.module for e in self.events]
+
+    def table(self) -> Table:
+        return Table(["step", "phase", "hook", "module", "type", "shapes"],
+                     [[e.step, e.phase, e.kind, e.module, e.type, e.shapes] for e in self.events])
+
+    def __str__(self) -> str:
+        return self.table().to_text()
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        return self.table().to_html()
+
+
+def trace(
+    model: nn.Module,
+    *inputs: Any,
+    backward: bool = False,
+    loss: Callable[[Any], torch.Tensor] | None = None,
+    patterns: Sequence[str] = (),
+    include_root: bool = True,
+    kinds: Sequence[str] = ("forward_pre", "forward", "backward_pre", "backward"),
+) -> Trace:
+    """Run ``model(*inputs)`` once with a hook of every kind on every module and return the events.
+
+    Args:
+        backward: also run a backward pass (from ``loss(output)``, default ``output.sum()``)
+            and record the full backward pre-hooks and backward hooks.
+        patterns: only these modules (names or globs, as in :func:`hooklab.select`).
+        include_root: also trace the model itself (shown as ``(model)``).
+        kinds: which hook kinds to attach.
+
+    Every hook is removed before this returns, also when the pass raises. Full backward hooks do
+    not work on a module whose output is then changed in place (``ReLU(inplace=True)``): tracing
+    such a model with ``backward=True`` raises PyTorch's ``RuntimeError``; trace fewer modules
+    with ``patterns=`` or turn ``inplace`` off.
+    """
+    modules = select(model, *patterns, include_root=include_root and not patterns)
+    events: list[Event] = []
+
+    def make(kind: str, name: str, phase: str) -> Callable:
+        label = name or ROOT
+
+        def record(module: nn.Module, *args: Any) -> None:
+            events.append(Event(len(events), phase, kind, label, type(module).__name__, shape_of(args[-1])))
+
+        return record
+
+    with Hooks() as hooks:
+        for name, module in modules.items():
+            for kind in kinds:
+                phase = "backward" if kind.startswith("backward") else "forward"
+                if phase == "backward" and not backward:
+                    continue
+                hooks.add(kind, module, make(kind, name, phase), key=f"{kind}:{name}")
+        output = model(*inputs)
+        if backward:
+            value = loss(output) if loss is not None else output.sum()
+            with warnings.catch_warnings():
+                # expected here: the first module's input does not require grad
+                warnings.filterwarnings("ignore", message="Full backward hook is firing")
+                value.backward()
+    return Trace(events, output.detach() if isinstance(output, torch.Tensor) else output)

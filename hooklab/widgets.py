@@ -1,0 +1,244 @@
+"""Live panels: controls that register and remove hooks while you watch the effect.
+
+A :class:`Panel` holds checkboxes (each one a hook you switch on and off), sliders and
+dropdowns (values the hooks and the view read), and a view rebuilt after every change. The
+view is made of widget *values* (an ``HTML`` table and an optional matplotlib ``Image``);
+nothing is printed from a callback, so the panel behaves the same under nbval as in a browser.
+
+A cell can drive the panel from code, which fires the same callbacks a click does:
+
+>>> import torch, torch.nn as nn, hooklab
+>>> layer = nn.Linear(1, 1, bias=False); _ = nn.init.ones_(layer.weight)
+>>> panel = hooklab.Panel("demo", lambda p: {"output": layer(torch.ones(1)).item()})
+>>> _ = panel.toggle("double", lambda hooks, p: hooks.forward(layer, lambda m, a, out: out * 2))
+>>> panel.set(double=True)["output"], panel.set(double=False)["output"]
+(2.0, 1.0)
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+from typing import Any, Callable, ClassVar, Mapping, Union
+
+import ipywidgets as W
+
+from .hooks import Hooks
+
+__all__ = ["Panel"]
+
+#: What a render function returns: an HTML string, or rows ``{label: value}`` shown as a table.
+View = Union[str, Mapping[str, Any]]
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+class Panel(W.VBox):
+    """A live lab: controls on top, the view below.
+
+    Args:
+        title: shown above the controls; also names the panel. Building a panel with a title
+            (or ``name``) already in use closes the older one and removes its hooks, so the cell
+            that builds a panel can be re-run safely.
+        render: ``render(panel) -> str | dict``, called after every change. Return HTML, or
+            ``{label: value}`` rows (shown as a table; ``panel.state()`` returns them too).
+        plot: optional ``plot(panel, fig)`` drawing into a fresh ``matplotlib.figure.Figure``;
+            shown as a PNG under the table.
+        figsize: the plot's size in inches.
+
+    Read ``panel.values`` (control name -> value) in hooks and in ``render``.
+    """
+
+    _open: ClassVar[dict[str, "Panel"]] = {}
+
+    def __init__(self, title: str, render: Callable[["Panel"], View], *, plot: Callable[["Panel", Any], None] | None = None,
+                 name: str | None = None, figsize: tuple[float, float] = (5.0, 2.6)) -> None:
+        self.title = title
+        self.name = name or title
+        previous = Panel._open.get(self.name)
+        if previous is not None:
+            previous.close_panel()
+        Panel._open[self.name] = self
+        self._render, self._plot, self._figsize = render, plot, figsize
+        self._toggles: dict[str, tuple[W.Checkbox, Hooks, Callable]] = {}
+        self._inputs: dict[str, W.ValueWidget] = {}
+        self.rows: dict[str, Any] = {}
+        self.error: BaseException | None = None
+        self.last_update_ms = 0.0
+        self.updates = 0
+        self._controls = W.VBox([])
+        self.view = W.HTML()
+        self.image = W.Image(format="png", layout=W.Layout(max_width="640px")) if plot else None
+        children: list[W.Widget] = [W.HTML(f"<b>{html.escape(title)}</b>"), self._controls, self.view]
+        if self.image is not None:
+            children.append(self.image)
+        super().__init__(children, layout=W.Layout(border="1px solid #ccc", padding="6px"))
+        self.refresh()
+
+    # ------------------------------------------------------------------ building
+    def toggle(self, name: str, register: Callable[[Hooks, "Panel"], Any], *, value: bool = False,
+               description: str | None = None) -> W.Checkbox:
+        """A checkbox that, when ticked, calls ``register(hooks, panel)``; unticking removes
+        every hook that call registered. Slider and dropdown changes re-register ticked hooks."""
+        self._check_new(name)
+        box = W.Checkbox(value=False, description=description or name, indent=False)
+        self._toggles[name] = (box, Hooks(f"panel:{self.name}:{name}"), register)
+        box.observe(lambda change, n=name: self._on_toggle(n), names="value")
+        self._add_control(box)
+        if value:
+            box.value = True
+        return box
+
+    def slider(self, name: str, min: float, max: float, step: float, value: float, *,
+               description: str | None = None) -> W.FloatSlider:
+        """A slider whose value hooks read from ``panel.values[name]``."""
+        self._check_new(name)
+        slider = W.FloatSlider(value=value, min=min, max=max, step=step, description=description or name,
+                               continuous_update=False, readout_format=".2f",
+                               style={"description_width": "initial"})
+        return self._add_input(name, slider)
+
+    def dropdown(self, name: str, options: Any, value: Any = None, *, description: str | None = None) -> W.Dropdown:
+        """A dropdown whose value hooks read from ``panel.values[name]``."""
+        self._check_new(name)
+        dropdown = W.Dropdown(options=options, description=description or name,
+                              style={"description_width": "initial"})
+        if value is not None:
+            dropdown.value = value
+        return self._add_input(name, dropdown)
+
+    def _check_new(self, name: str) -> None:
+        if name in self._toggles or name in self._inputs:
+            raise ValueError(f"this panel already has a control named {name!r}; pick another name.")
+
+    def _add_control(self, widget: W.Widget) -> None:
+        self._controls.children = (*self._controls.children, widget)
+        self.refresh()
+
+    def _add_input(self, name: str, widget: W.ValueWidget) -> Any:
+        self._inputs[name] = widget
+        widget.observe(lambda change: self._on_input(), names="value")
+        self._add_control(widget)
+        return widget
+
+    # ------------------------------------------------------------------ reacting
+    @property
+    def values(self) -> dict[str, Any]:
+        """Every control's current value, by name."""
+        out: dict[str, Any] = {n: box.value for n, (box, _, _) in self._toggles.items()}
+        out.update({n: w.value for n, w in self._inputs.items()})
+        return out
+
+    def _on_toggle(self, name: str) -> None:
+        self._guard(lambda: self._apply(name))
+
+    def _on_input(self) -> None:
+        def apply_all() -> None:
+            for name in self._toggles:
+                self._apply(name)
+        self._guard(apply_all)
+
+    def _apply(self, name: str) -> None:
+        box, hooks, register = self._toggles[name]
+        hooks.clear()
+        if box.value:
+            register(hooks, self)
+
+    def _guard(self, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except Exception as exc:  # shown in the view; set() re-raises it for code
+            self.error = exc
+            self.view.value = (f"<pre style='color:#b00'>{html.escape(type(exc).__name__)}: "
+                               f"{html.escape(str(exc))}</pre>")
+            return
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Rebuild the view from ``render`` (and ``plot``)."""
+        start = time.perf_counter()
+        try:
+            result = self._render(self)
+            if isinstance(result, Mapping):
+                self.rows = dict(result)
+                body = "".join(f"<tr><td style='padding-right:1em'>{html.escape(str(k))}</td>"
+                               f"<td><code>{html.escape(_fmt(v))}</code></td></tr>" for k, v in self.rows.items())
+                self.view.value = f"<table>{body}</table>"
+            else:
+                self.rows = {}
+                self.view.value = str(result)
+            if self._plot is not None and self.image is not None:
+                from .plots import figure, to_png
+                fig = figure(self._figsize)
+                self._plot(self, fig)
+                self.image.value = to_png(fig)
+            self.error = None
+        except Exception as exc:
+            self.error = exc
+            self.view.value = (f"<pre style='color:#b00'>{html.escape(type(exc).__name__)}: "
+                               f"{html.escape(str(exc))}</pre>")
+        self.updates += 1
+        self.last_update_ms = (time.perf_counter() - start) * 1000
+
+    # ------------------------------------------------------------------ driving from code
+    def set(self, **values: Any) -> dict[str, Any]:
+        """Set controls by name, exactly as a click would, and return :meth:`state`.
+
+        Raises the error a hook or the view raised, so a checked cell shows it.
+        """
+        for name, value in values.items():
+            if name in self._toggles:
+                self._toggles[name][0].value = bool(value)
+            elif name in self._inputs:
+                self._inputs[name].value = value
+            else:
+                raise KeyError(f"this panel has no control {name!r}; it has {list(self.values)}.")
+            if self.error is not None:
+                raise self.error
+        return self.state()
+
+    def state(self) -> dict[str, Any]:
+        """The controls' values, the number of hooks the panel holds, and the view's rows."""
+        return {**self.values, "hooks": self.hook_count(), **self.rows}
+
+    def hook_count(self) -> int:
+        """How many PyTorch hooks the panel's toggles hold right now."""
+        return sum(len(hooks) for _, hooks, _ in self._toggles.values())
+
+    @property
+    def text(self) -> str:
+        """The view as plain text (tags stripped)."""
+        if self.rows:
+            return "\n".join(f"{k}: {_fmt(v)}" for k, v in self.rows.items())
+        return html.unescape(re.sub(r"<[^>]+>", " ", self.view.value)).strip()
+
+    def close_panel(self) -> None:
+        """Remove every hook the panel holds and disable its controls."""
+        for box, hooks, _ in self._toggles.values():
+            hooks.clear()
+            box.disabled = True
+        for widget in self._inputs.values():
+            widget.disabled = True
+        if Panel._open.get(self.name) is self:
+            del Panel._open[self.name]
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """The live widget, plus an HTML snapshot that a stored notebook shows before it runs."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if isinstance(bundle, dict):
+            controls = ", ".join(f"{k} = {_fmt(v)}" for k, v in self.values.items()) or "no controls"
+            bundle["text/html"] = (
+                "<div style='border:1px solid #ccc;padding:6px'>"
+                f"<b>{html.escape(self.title)}</b> <i>(a live panel: run the notebook to use its controls)</i>"
+                f"<div>{html.escape(controls)}</div>{self.view.value}</div>"
+            )
+        return bundle
+
+    def __repr__(self) -> str:
+        controls = ", ".join(self.values) or "no controls"
+        return f"<hooklab Panel {self.title!r}: {controls}>"

@@ -1,0 +1,124 @@
+"""Notebook helpers shared by the tests and by `python3 dev.py execute`.
+
+    python -m tests.execute [NOTEBOOK ...]   re-executes notebooks in place (all by default)
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+SANITIZE_FILE = ROOT / "tests" / "nbval_sanitize.cfg"
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+#: Never compared (as in nbval): images, widget views (their model ids are random).
+SKIP_MIME = {WIDGET_VIEW, "image/png", "image/jpeg"}
+
+#: Markers a code cell may carry as a comment line (with a reason after a colon) or a tag.
+IGNORE = "NBVAL_IGNORE_OUTPUT"
+SKIP = "NBVAL_SKIP"
+RAISES = "NBVAL_RAISES_EXCEPTION"
+#: The only exemption from the re-run test: the cell's lesson is that running it again changes
+#: its result (gradients accumulating, a duplicate hook stacking up).
+RERUN = "RERUN_CHANGES_OUTPUT"
+_TAGS = {IGNORE: "nbval-ignore-output", SKIP: "nbval-skip", RAISES: "raises-exception", RERUN: "rerun-changes-output"}
+
+
+def notebooks() -> list[Path]:
+    """Every notebook under notebooks/, in order."""
+    return sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def read(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)
+
+
+def code_cells(nb: nbformat.NotebookNode) -> Iterator[tuple[int, nbformat.NotebookNode]]:
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            yield i, cell
+
+
+def has_marker(cell: nbformat.NotebookNode, marker: str) -> bool:
+    source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
+    return bool(re.search(rf"^\s*#\s*{marker}\b", source, re.M)) or _TAGS[marker] in cell.metadata.get("tags", [])
+
+
+def marker_reason(cell: nbformat.NotebookNode, marker: str) -> str:
+    """The text after ``# MARKER`` on its line (a colon or dash before it is dropped)."""
+    m = re.search(rf"^\s*#\s*{marker}\b[\s:\-—]*(.*)$", cell.source, re.M)
+    return m.group(1).strip() if m else ""
+
+
+def sanitize_patterns() -> list[tuple[str, str]]:
+    """The (regex, replacement) pairs of the nbval sanitize file, read the way nbval reads it."""
+    return re.findall(r"^regex: (.*)$\n^replace: (.*)$", SANITIZE_FILE.read_text(), flags=re.M)
+
+
+def normalise(outputs: list[Any], patterns: list[tuple[str, str]]) -> dict[str, list[Any]]:
+    """Outputs flattened the way nbval compares them: by key (stream name, MIME type, error
+    name/value), sanitized, images and widget views dropped."""
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, list):
+            value = "".join(value)
+        if isinstance(value, str):
+            for regex, repl in patterns:
+                value = re.sub(regex, repl, value)
+        return value
+
+    out: dict[str, list[Any]] = {}
+    streams: dict[str, str] = {}
+    for o in outputs:
+        kind = o["output_type"]
+        if kind == "stream":
+            streams[o["name"]] = streams.get(o["name"], "") + "".join(o["text"])
+        elif kind in ("execute_result", "display_data"):
+            for mime, value in o["data"].items():
+                if mime not in SKIP_MIME:
+                    out.setdefault(mime, []).append(clean(value))
+        elif kind == "error":
+            out.setdefault("error", []).append((o["ename"], clean(o["evalue"])))
+    for name, text in streams.items():
+        out[name] = [clean(text)]
+    return out
+
+
+def client_for(nb: nbformat.NotebookNode, timeout: int = 300) -> NotebookClient:
+    return NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                          record_timing=False, resources={"metadata": {"path": str(NOTEBOOKS)}})
+
+
+def strip_for_storage(nb: nbformat.NotebookNode) -> None:
+    """What is stored: no widget views (their models die with the kernel, and JupyterLab would
+    show "Error displaying widget" on opening: the panel's HTML snapshot shows instead), no
+    saved widget state, no run-specific metadata."""
+    nb.metadata.pop("widgets", None)
+    for _, cell in code_cells(nb):
+        cell.metadata.pop("execution", None)
+        for o in cell.outputs:
+            if o.get("output_type") in ("display_data", "execute_result"):
+                o["data"].pop(WIDGET_VIEW, None)
+
+
+def execute(path: Path) -> float:
+    """Re-run a notebook top to bottom in a fresh kernel and store its outputs; return seconds."""
+    nb = read(path)
+    start = time.perf_counter()
+    client_for(nb).execute()
+    seconds = time.perf_counter() - start
+    errors = [(i, o["ename"]) for i, c in code_cells(nb) for o in c.outputs
+              if o["output_type"] == "error" and not has_marker(c, RAISES)]
+    if errors:
+        raise RuntimeError(f"{path.name}: unexpected errors in cells {errors}; not saved.")
+    strip_for_storage(nb)
+    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+    nbformat.write(nb, path)
+    return seconds

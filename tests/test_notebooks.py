@@ -1,0 +1,100 @@
+"""Notebook checks beyond nbval: hygiene of the stored state, and re-running every cell twice.
+
+nbval itself (strict: every stored output compared) runs on notebooks/ through the pytest
+options in pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from .nbtools import (IGNORE, RAISES, RERUN, SKIP, client_for, code_cells, has_marker, marker_reason,
+                      normalise, notebooks, read, sanitize_patterns)
+
+NOTEBOOKS = notebooks()
+IDS = [p.name for p in NOTEBOOKS]
+
+
+def test_there_are_notebooks() -> None:
+    assert NOTEBOOKS, "no notebooks found under notebooks/"
+    assert NOTEBOOKS[0].name == "00_start_here.ipynb"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_hygiene(path) -> None:
+    nb = read(path)
+    code = list(code_cells(nb))
+    problems: list[str] = []
+
+    if nb.cells[0].cell_type != "markdown" or not nb.cells[0].source.lstrip().startswith("# "):
+        problems.append("the first cell is not a markdown title")
+    if not re.search(r"^\s*(import hooklab|from hooklab\b)", "\n".join(c.source for _, c in code), re.M):
+        problems.append("never imports hooklab")
+
+    counts = [c.execution_count for _, c in code if c.source.strip()]
+    if counts != list(range(1, len(counts) + 1)):
+        problems.append(f"execution counts {counts[:12]}... are not 1..N: run `python3 dev.py execute {path.name}`")
+
+    panels = [i for i, c in code for o in c.outputs
+              if o.get("output_type") in ("display_data", "execute_result")
+              and str(o.get("data", {}).get("text/plain", "")).startswith("<hooklab Panel")]
+    if not panels:
+        problems.append("no live panel (a displayed hooklab.Panel) among the stored outputs")
+
+    unchecked = 0
+    for i, cell in code:
+        raises = has_marker(cell, RAISES)
+        for o in cell.outputs:
+            if o.output_type == "error" and not raises:
+                problems.append(f"cell {i} stores an error ({o.ename}) but is not marked {RAISES}")
+            if o.output_type == "stream" and o.name == "stderr" and not has_marker(cell, IGNORE):
+                # a stray warning: allowed only where the lesson is the warning (still nbval-checked)
+                if "warning" not in cell.source.lower():
+                    problems.append(f"cell {i} stores stderr output that its source does not mention")
+        if raises and not any(o.output_type == "error" for o in cell.outputs):
+            problems.append(f"cell {i} is marked {RAISES} but stores no error")
+        for marker in (IGNORE, SKIP, RERUN):
+            if has_marker(cell, marker):
+                if marker in (IGNORE, SKIP):
+                    unchecked += 1
+                if len(marker_reason(cell, marker)) < 10:
+                    problems.append(f"cell {i}: `# {marker}` needs a one-line reason after it")
+    if code and unchecked / len(code) > 0.15:
+        problems.append(f"{unchecked} of {len(code)} code cells skip output checks (over 15%)")
+
+    text = "\n".join(c.source for c in nb.cells)
+    if "mybinder.org" not in text:
+        problems.append("no Binder link")
+    assert not problems, f"{path.name}:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_cell_can_run_twice(path) -> None:
+    """As a learner who runs each cell twice in a row: in one kernel, run cells 1, 1, 2, 2, ...;
+    each cell's second output must equal its stored output (a plain top-to-bottom run, which nbval
+    checks). Cells marked RERUN_CHANGES_OUTPUT (their lesson is that a repeat changes the result)
+    and cells whose output nbval does not check are exempt from the comparison, not from running."""
+    stored = read(path)
+    nb = read(path)
+    patterns = sanitize_patterns()
+    client = client_for(nb)
+    differences: list[str] = []
+    with client.setup_kernel():
+        for index, cell in code_cells(nb):
+            if has_marker(cell, SKIP):
+                continue
+            for _ in range(2):
+                cell.outputs = []
+                client.execute_cell(cell, index)
+            if has_marker(cell, RERUN) or has_marker(cell, IGNORE):
+                continue
+            want = normalise(stored.cells[index].outputs, patterns)
+            got = normalise(cell.outputs, patterns)
+            if want != got:
+                first = cell.source.strip().splitlines()[0][:70]
+                differences.append(f"cell {index} ({first!r}):\n    first run: {want}\n    run twice: {got}")
+    assert not differences, (f"{path.name}: running a cell twice changed its output "
+                             "(a hook stacked up, or state leaked):\n  " + "\n  ".join(differences))

@@ -1,0 +1,203 @@
+"""hooklab.Panel, the exercise checker, Callbacks, data and plots."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import hooklab
+from hooklab.checker import Exercise, Mistake, Solution, expect_close
+
+
+def one_layer() -> nn.Linear:
+    layer = nn.Linear(1, 1, bias=False)
+    nn.init.ones_(layer.weight)
+    return layer
+
+
+def make_panel(layer: nn.Linear, name: str = "test panel") -> hooklab.Panel:
+    panel = hooklab.Panel(name, lambda p: {"output": layer(torch.ones(1)).item()})
+    panel.toggle("scale", lambda hooks, p: hooks.forward(layer, lambda m, a, out: out * p.values["factor"]))
+    panel.slider("factor", 0.0, 4.0, 0.5, 2.0)
+    return panel
+
+
+# ---------------------------------------------------------------- Panel
+def test_panel_driven_from_code_registers_and_removes():
+    layer = one_layer()
+    panel = make_panel(layer)
+    assert panel.state() == {"scale": False, "factor": 2.0, "hooks": 0, "output": 1.0}
+    assert panel.set(scale=True)["output"] == 2.0
+    assert panel.hook_count() == 1 and hooklab.count_hooks(layer) == 1
+    assert panel.set(factor=3.0)["output"] == 3.0  # the slider re-registers the ticked hook
+    assert hooklab.count_hooks(layer) == 1
+    assert panel.set(scale=False) == {"scale": False, "factor": 3.0, "hooks": 0, "output": 1.0}
+    assert hooklab.count_hooks(layer) == 0
+    assert panel.text == "output: 1"
+    assert "<td><code>1</code></td>" in panel.view.value
+    panel.close_panel()
+
+
+def test_1000_flips_leave_zero_or_one_hook():
+    layer = one_layer()
+    panel = make_panel(layer, "flip panel")
+    box = panel.children[1].children[0]
+    for i in range(1000):
+        box.value = not box.value  # as a click does
+        assert hooklab.count_hooks(layer) == (1 if box.value else 0)
+    assert box.value is False and hooklab.count_hooks(layer) == 0
+    box.value = True
+    assert hooklab.count_hooks(layer) == 1
+    panel.close_panel()
+    assert hooklab.count_hooks(layer) == 0
+
+
+def test_rebuilding_a_panel_with_the_same_title_closes_the_old_one():
+    layer = one_layer()
+    old = make_panel(layer, "rebuilt")
+    old.set(scale=True)
+    new = make_panel(layer, "rebuilt")  # the learner re-runs the cell
+    assert hooklab.count_hooks(layer) == 0
+    assert old.children[1].children[0].disabled
+    new.set(scale=True)
+    assert hooklab.count_hooks(layer) == 1
+    new.close_panel()
+
+
+def test_panel_errors_show_in_view_and_raise_from_set():
+    layer = one_layer()
+    panel = hooklab.Panel("err", lambda p: {"output": layer(torch.ones(1)).item()})
+    panel.toggle("bad", lambda hooks, p: hooks.forward(layer, lambda m, out: out))  # wrong signature
+    with pytest.raises(TypeError, match="hook\\(module, args, output\\)"):
+        panel.set(bad=True)
+    assert "TypeError" in panel.view.value
+    with pytest.raises(KeyError, match="no control"):
+        panel.set(nope=1)
+    with pytest.raises(ValueError, match="already has a control"):
+        panel.toggle("bad", lambda hooks, p: None)
+    panel.close_panel()
+
+
+def test_panel_with_plot_dropdown_and_html_view():
+    calls = []
+
+    def plot(p, fig):
+        ax = fig.add_subplot()
+        hooklab.plots.bar(ax, ["a", "b"], [1, 2], title=p.values["which"])
+        calls.append(p.values["which"])
+
+    panel = hooklab.Panel("plot", lambda p: f"<p>{p.values['which']}</p>", plot=plot)
+    panel.dropdown("which", ["x", "y"], "x")
+    panel.set(which="y")
+    assert calls[-1] == "y" and panel.image.value[:4] == b"\x89PNG"
+    assert panel.text == "y" and panel.rows == {}
+    assert panel.last_update_ms > 0 and panel.updates >= 2
+    bundle = panel._repr_mimebundle_()
+    assert "a live panel" in bundle["text/html"] and bundle["text/plain"] == "<hooklab Panel 'plot': which>"
+    panel.close_panel()
+
+
+def test_panel_initially_ticked_toggle():
+    layer = one_layer()
+    panel = hooklab.Panel("ticked", lambda p: {"output": layer(torch.ones(1)).item()})
+    panel.toggle("x10", lambda hooks, p: hooks.forward(layer, lambda m, a, out: out * 10), value=True)
+    assert panel.rows["output"] == 10.0
+    panel.close_panel()
+
+
+# ---------------------------------------------------------------- checker
+def double_grad_checks():
+    def returns_double(fn):
+        g = torch.tensor([1.0, -2.0])
+        expect_close(fn(g), g * 2, "the gradient your hook returns")
+    return [("returns twice the gradient", returns_double)]
+
+
+def test_exercise_passes_a_right_answer_and_names_mistakes():
+    ex = Exercise("double the gradient", double_grad_checks(), hook_kind="tensor",
+                  solution=lambda grad: grad * 2)
+    good = ex.check(lambda grad: grad * 2)
+    assert good.passed and bool(good) and str(good).startswith("double the gradient: all 2 checks passed")
+    forgot_return = ex.check(lambda grad: None)
+    assert not forgot_return and "forget to `return`" in forgot_return.mistakes[0]
+    wrong = ex.check(lambda grad: grad * 3)
+    assert "expected [2.0, -4.0]" in wrong.mistakes[0]
+    wrong_sig = ex.check(lambda module, grad: grad)
+    assert len(wrong_sig.lines) == 1 and "hook(grad)" in wrong_sig.mistakes[0]
+    assert "❌" in wrong._repr_html_() and "✅" in good._repr_html_()
+
+
+def test_exercise_reports_learner_exceptions_and_stubs():
+    ex = Exercise("x", double_grad_checks())
+
+    def stub(grad):
+        raise NotImplementedError
+
+    assert "not written yet" in ex.check(stub).mistakes[0]
+
+    def broken(grad):
+        return grad / undefined_name  # noqa: F821
+
+    msg = ex.check(broken).mistakes[0]
+    assert "NameError" in msg and "undefined_name" in msg
+    assert "Mistake" not in msg
+
+
+def test_expect_close_messages():
+    with pytest.raises(Mistake, match="should be a tensor"):
+        expect_close(3, torch.ones(1), "x")
+    with pytest.raises(Mistake, match="shape \\[2\\], expected \\[3\\]"):
+        expect_close(torch.ones(2), torch.ones(3), "x")
+    expect_close(torch.ones(2), [1.0, 1.0], "x")
+
+
+def test_solution_is_collapsed_html_and_plain_code():
+    def solution(grad):
+        return grad * 2
+    ex = Exercise("double", [], solution=solution)
+    sol = ex.solution()
+    assert isinstance(sol, Solution) and "return grad * 2" in sol.code
+    assert sol._repr_html_().startswith("<details>")
+    with pytest.raises(LookupError):
+        Exercise("none", []).solution()
+
+
+# ---------------------------------------------------------------- callbacks
+def test_callbacks_order_handles_and_context():
+    seen = []
+    cbs = hooklab.Callbacks()
+    h1 = cbs.register(lambda x: seen.append(("a", x)))
+    cbs.register(lambda x: seen.append(("b", x)))
+    cbs(1)
+    h1.remove()
+    cbs(2)
+    assert seen == [("a", 1), ("b", 1), ("b", 2)]
+    with cbs.register(lambda x: seen.append(("c", x))):
+        assert len(cbs) == 2
+    assert len(cbs) == 1
+    with pytest.raises(TypeError, match="no parentheses"):
+        cbs.register(None)
+    cbs.clear()
+    assert len(cbs) == 0 and repr(cbs) == "Callbacks([])"
+
+
+# ---------------------------------------------------------------- data and plots
+def test_data_helpers_are_offline_and_repeatable():
+    a, b = hooklab.data.tiny_mlp(), hooklab.data.tiny_mlp()
+    assert torch.equal(a[0].weight, b[0].weight)
+    assert [type(m).__name__ for m in a] == ["Linear", "ReLU", "Linear"]
+    with pytest.raises(ValueError):
+        hooklab.data.tiny_mlp((4,))
+    photo = hooklab.data.sample_photo(64)
+    assert photo.shape == (1, 3, 64, 64) and photo.dtype == torch.float32
+    assert -3 < photo.mean().item() < 3
+
+
+def test_feature_grid_and_png():
+    fig = hooklab.plots.figure()
+    hooklab.plots.feature_grid(fig, torch.randn(1, 5, 8, 8), n=4, title="maps")
+    assert len(fig.axes) == 4
+    assert hooklab.plots.to_png(fig)[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="C, H, W"):
+        hooklab.plots.feature_grid(hooklab.plots.figure(), torch.randn(8, 8))

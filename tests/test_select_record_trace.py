@@ -1,0 +1,236 @@
+"""hooklab.select / module, Recorder, trace, registered_hooks."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+import torch
+from torch import nn
+
+import hooklab
+
+
+def net() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Sequential(nn.Linear(4, 8), nn.ReLU()),
+        nn.Sequential(nn.Linear(8, 8), nn.ReLU(inplace=True)),
+        nn.Linear(8, 2),
+    )
+
+
+# ---------------------------------------------------------------- select
+def test_select_by_name_glob_type_predicate_and_leaves():
+    model = net()
+    assert list(hooklab.select(model, "1.0")) == ["1.0"]
+    assert list(hooklab.select(model, "*.0")) == ["0.0", "1.0"]
+    assert list(hooklab.select(model, type=nn.ReLU)) == ["0.1", "1.1"]
+    assert list(hooklab.select(model, where=lambda n, m: n.startswith("1"))) == ["1", "1.0", "1.1"]
+    assert list(hooklab.select(model, leaves=True)) == ["0.0", "0.1", "1.0", "1.1", "2"]
+    assert list(hooklab.select(model, include_root=True))[0] == ""
+    assert hooklab.module(model, "2") is model[2]
+
+
+def test_unknown_name_lists_closest_real_names():
+    model = net()
+    with pytest.raises(KeyError) as err:
+        hooklab.select(model, "1.2")
+    assert "Closest names" in str(err.value) and "'1.0'" in str(err.value)
+    with pytest.raises(KeyError, match="'1.0'"):
+        hooklab.module(model, "1.O")
+    with pytest.raises(KeyError, match="matches 'layer\\*'"):
+        hooklab.select(model, "layer*")
+
+
+def test_select_rejects_non_modules_and_non_strings():
+    with pytest.raises(TypeError, match="nn.Module"):
+        hooklab.select(torch.ones(2))
+    with pytest.raises(TypeError, match="type="):
+        hooklab.select(net(), nn.Linear)
+
+
+def test_module_names_maps_each_module_once():
+    model = net()
+    names = hooklab.module_names(model)
+    assert names[model[1][0]] == "1.0" and names[model] == ""
+
+
+# ---------------------------------------------------------------- Recorder
+def test_recorder_outputs_grads_inputs():
+    model = net()
+    x = torch.randn(3, 4)
+    with hooklab.Recorder(model, "0.0", "2", what=("input", "output", "grad")) as rec:
+        out = model(x)
+        out.sum().backward()
+    assert torch.equal(rec["0.0"].input[0], x)
+    assert torch.equal(rec["2"].output, out.detach())
+    assert rec["2"].grad.tolist() == [[1.0, 1.0]] * 3
+    assert rec["0.0"].calls == 1 and len(rec) == 2
+    assert hooklab.count_hooks(model) == 0
+    assert set(rec.outputs()) == {"0.0", "2"} and set(rec.grads()) == {"0.0", "2"}
+
+
+def test_recorder_clone_protects_against_inplace_relu():
+    model = net()
+    with hooklab.Recorder(model, "1.0") as rec:
+        model(torch.randn(16, 4))
+    assert (rec["1.0"].output < 0).any(), "the stored pre-ReLU output must keep its negative values"
+
+
+def test_recorder_grad_works_with_inplace_relu_after_module():
+    model = net()
+    with hooklab.Recorder(model, "1.0", what=("grad",)) as rec:
+        model(torch.randn(2, 4)).sum().backward()
+    assert rec["1.0"].grad.shape == (2, 8)
+
+
+def test_recorder_keep_last_n_and_keep_all_and_clear():
+    model = net()
+    rec = hooklab.Recorder(model, "2", keep=3, name="keep-test")
+    for i in range(5):
+        model(torch.full((1, 4), float(i)))
+    assert len(rec["2"].outputs) == 3 and rec["2"].calls == 5
+    rec.clear()
+    assert rec["2"].calls == 0
+    with pytest.raises(LookupError, match="run the model first"):
+        rec["2"].output
+    model(torch.zeros(1, 4))
+    assert rec["2"].calls == 1
+    rec.remove()
+    all_rec = hooklab.Recorder(model, "2", keep=None, name="keep-all")
+    for _ in range(7):
+        model(torch.zeros(1, 4))
+    assert len(all_rec["2"].outputs) == 7
+    all_rec.remove()
+
+
+def test_recorder_to_cpu_and_default_leaves():
+    model = net()
+    with hooklab.Recorder(model, to_cpu=True) as rec:
+        model(torch.zeros(1, 4))
+    assert list(rec) == ["0.0", "0.1", "1.0", "1.1", "2"]
+    assert all(t.device.type == "cpu" for t in rec.outputs().values())
+
+
+def test_recorder_rebuilt_with_same_selection_replaces_old_hooks():
+    model = net()
+    for _ in range(3):  # re-running the cell
+        rec = hooklab.Recorder(model, "2")
+    assert hooklab.count_hooks(model) == 1
+    rec.remove()
+
+
+def test_recorder_bad_arguments():
+    model = net()
+    with pytest.raises(ValueError, match="what="):
+        hooklab.Recorder(model, what=("outputs",))
+    with pytest.raises(ValueError, match="keep"):
+        hooklab.Recorder(model, keep=0)
+    with pytest.raises(KeyError, match="Closest"):
+        hooklab.Recorder(model, "3")
+    with pytest.raises(ValueError, match="no module matched"):
+        hooklab.Recorder(model, type=nn.Conv2d)
+    with hooklab.Recorder(model, "2") as rec:
+        with pytest.raises(KeyError, match="does not record"):
+            rec["1"]
+        with pytest.raises(LookupError, match="backward"):
+            model(torch.zeros(1, 4))
+            rec["2"].grad
+
+
+def test_recording_1000_passes_keeps_no_graph_alive():
+    model = net()
+    with hooklab.Recorder(model, what=("input", "output", "grad"), keep=None) as rec:
+        for _ in range(1000):
+            model(torch.randn(2, 4, requires_grad=True)).sum().backward()
+    stored = [t for r in rec.records.values() for store in (r.inputs, r.outputs, r.grads)
+              for item in store for t in (item if isinstance(item, tuple) else (item,))]
+    assert len(stored) == 5 * 3 * 1000
+    assert all(t.grad_fn is None and not t.requires_grad for t in stored)
+
+
+def test_detach_walks_containers():
+    x = torch.ones(2, requires_grad=True) * 2
+    out = hooklab.detach({"a": (x, [x]), "b": 3})
+    assert out["a"][0].grad_fn is None and out["a"][1][0].grad_fn is None and out["b"] == 3
+
+
+def test_recorder_does_not_leak_memory_in_the_model():
+    model = net()
+    rec = hooklab.Recorder(model, "2", name="gc-test")
+    rec.remove()
+    del rec
+    gc.collect()
+    assert hooklab.count_hooks(model) == 0
+
+
+# ---------------------------------------------------------------- trace
+def test_trace_forward_order_containers_after_children():
+    model = net()
+    t = hooklab.trace(model, torch.zeros(1, 4))
+    fwd = [e.module for e in t.filter(kind="forward")]
+    assert fwd == ["0.0", "0.1", "0", "1.0", "1.1", "1", "2", "(model)"]
+    pre = [e.module for e in t.filter(kind="forward_pre")]
+    assert pre[:3] == ["(model)", "0", "0.0"]
+    assert t.filter(kind="forward", module="2")[0].shapes == "[1, 2]"
+    assert hooklab.count_hooks(model) == 0
+
+
+def test_trace_with_backward_on_model_without_inplace():
+    model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    t = hooklab.trace(model, torch.ones(1, 2, requires_grad=True), backward=True)
+    kinds = [(e.kind, e.module) for e in t.filter(phase="backward")]
+    assert kinds == [("backward_pre", "(model)"), ("backward_pre", "2"), ("backward", "2"), ("backward_pre", "1"),
+                     ("backward", "1"), ("backward_pre", "0"), ("backward", "0"), ("backward", "(model)")]
+    # PyTorch's rule: when no input of a module requires grad, its full backward hook fires as soon
+    # as the gradient of its output is known (with grad_input None), not after its inputs' gradients
+    early = hooklab.trace(model, torch.ones(1, 2), backward=True).filter(phase="backward")
+    assert [(e.kind, e.module) for e in early][:2] == [("backward_pre", "(model)"), ("backward", "(model)")]
+    text = str(t)
+    assert text.splitlines()[0].split() == ["step", "phase", "hook", "module", "type", "shapes"]
+    assert "<table" in t._repr_html_()
+    assert hooklab.count_hooks(model) == 0
+
+
+def test_trace_removes_hooks_when_the_pass_raises():
+    model = nn.Sequential(nn.Linear(2, 3))
+    with pytest.raises(RuntimeError):
+        hooklab.trace(model, torch.ones(1, 5))
+    assert hooklab.count_hooks(model) == 0
+
+
+def test_shape_of():
+    assert hooklab.shape_of((torch.ones(1, 2), None)) == "([1, 2], None)"
+    assert hooklab.shape_of((torch.ones(3),)) == "([3],)"
+    assert hooklab.shape_of({"x": torch.ones(2)}) == "{x: [2]}"
+    assert hooklab.shape_of(3) == "int"
+
+
+# ---------------------------------------------------------------- registered_hooks
+def test_registered_hooks_per_module_and_global():
+    model = net()
+    h1 = model[2].register_forward_hook(lambda m, a, o: None)
+    h2 = model.register_full_backward_hook(lambda m, gi, go: None)
+    h3 = torch.nn.modules.module.register_module_forward_hook(lambda m, a, o: None)
+    try:
+        report = hooklab.registered_hooks(model)
+        assert report.count() == 3
+        assert report.count(module="(model)", kind="backward") == 1
+        assert report.count(module="(global)") == 1
+        assert report.by_module() == {"2": 1, "(model)": 1, "(global)": 1}
+        assert "forward" in str(report)
+        assert hooklab.count_hooks(model, include_global=False) == 2
+    finally:
+        h1.remove(), h2.remove(), h3.remove()
+    assert hooklab.count_hooks(model) == 0
+    assert str(hooklab.registered_hooks(model)) == "no hooks registered"
+
+
+def test_registered_hooks_marks_deprecated_backward_hooks():
+    layer = nn.Linear(2, 2)
+    handle = layer.register_backward_hook(lambda m, gi, go: None)
+    assert hooklab.registered_hooks(layer).rows == [["(model)", "backward (deprecated)", "<lambda>"]]
+    handle.remove()
+    with pytest.raises(TypeError):
+        hooklab.registered_hooks("model")
