@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import torch
 from matplotlib.figure import Figure
 
-__all__ = ["figure", "to_png", "feature_grid", "bar"]
+__all__ = ["figure", "to_png", "feature_grid", "bar", "timeline", "show"]
 
 
 def figure(size: tuple[float, float] = (5.0, 2.6)) -> Figure:
@@ -22,6 +22,13 @@ def to_png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
+
+
+def show(fig: Figure) -> Any:
+    """Display a figure in a notebook cell (as a PNG) without going through pyplot."""
+    from IPython.display import Image
+
+    return Image(to_png(fig))
 
 
 def feature_grid(fig: Figure, maps: torch.Tensor, n: int = 16, title: str = "") -> Figure:
@@ -48,3 +55,32 @@ def bar(ax: Any, labels: Sequence[str], values: Sequence[float], title: str = ""
     ax.set_xticks(range(len(values)), list(labels), rotation=45, ha="right", fontsize=8)
     ax.set_title(title, fontsize=9)
     return ax
+
+
+_KIND_COLORS = {"forward_pre": "#8fb8de", "forward": "#1f5f99", "backward_pre": "#f2a37b", "backward": "#b3261e"}
+
+
+def timeline(fig: Figure, events: Sequence[Any], title: str = "When each hook fires") -> Figure:
+    """Draw traced hook events (from :func:`hooklab.trace`): one row per module, time to the right."""
+    modules: list[str] = []
+    for e in events:
+        if e.module not in modules:
+            modules.append(e.module)
+    types = {e.module: e.type for e in events}
+    ax = fig.add_subplot()
+    for e in events:
+        y = modules.index(e.module)
+        ax.scatter(e.step, y, s=70, color=_KIND_COLORS.get(e.kind, "gray"), zorder=3,
+                   marker="o" if e.phase == "forward" else "s")
+    for kind, color in _KIND_COLORS.items():
+        ax.scatter([], [], color=color, label=kind, marker="o" if kind.startswith("forward") else "s")
+    if events:
+        split = max((e.step for e in events if e.phase == "forward"), default=0) + 0.5
+        ax.axvline(split, color="#999", ls="--", lw=1)
+    ax.set_yticks(range(len(modules)), [f"{m} ({types[m]})" for m in modules], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("order in which the hooks ran", fontsize=8)
+    ax.grid(axis="y", color="#eee", zorder=0)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    ax.set_title(title, fontsize=9)
+    return fig

@@ -42,7 +42,8 @@ def shape_of(value: Any) -> str:
 @dataclass(frozen=True)
 class Event:
     """One hook call: ``step`` (0, 1, …), ``phase`` (forward/backward), ``kind``, ``module`` name,
-    the module's class, and the shapes the hook saw."""
+    the module's class, and the shapes of what that hook may replace (forward_pre: the args,
+    forward: the output, backward_pre: grad_output, backward: grad_input)."""
 
     step: int
     phase: str
@@ -120,7 +121,9 @@ def trace(
         label = name or ROOT
 
         def record(module: nn.Module, *args: Any) -> None:
-            events.append(Event(len(events), phase, kind, label, type(module).__name__, shape_of(args[-1])))
+            # show what this kind of hook may replace: args, output, grad_output, grad_input
+            seen = args[0] if kind == "backward" else args[-1]
+            events.append(Event(len(events), phase, kind, label, type(module).__name__, shape_of(seen)))
 
         return record
 

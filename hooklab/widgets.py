@@ -67,6 +67,7 @@ class Panel(W.VBox):
         self._render, self._plot, self._figsize = render, plot, figsize
         self._toggles: dict[str, tuple[W.Checkbox, Hooks, Callable]] = {}
         self._inputs: dict[str, W.ValueWidget] = {}
+        self._order: list[str] = []
         self.rows: dict[str, Any] = {}
         self.error: BaseException | None = None
         self.last_update_ms = 0.0
@@ -113,8 +114,9 @@ class Panel(W.VBox):
         return self._add_input(name, dropdown)
 
     def _check_new(self, name: str) -> None:
-        if name in self._toggles or name in self._inputs:
+        if name in self._order:
             raise ValueError(f"this panel already has a control named {name!r}; pick another name.")
+        self._order.append(name)
 
     def _add_control(self, widget: W.Widget) -> None:
         self._controls.children = (*self._controls.children, widget)
@@ -130,9 +132,7 @@ class Panel(W.VBox):
     @property
     def values(self) -> dict[str, Any]:
         """Every control's current value, by name."""
-        out: dict[str, Any] = {n: box.value for n, (box, _, _) in self._toggles.items()}
-        out.update({n: w.value for n, w in self._inputs.items()})
-        return out
+        return {n: self._toggles[n][0].value if n in self._toggles else self._inputs[n].value for n in self._order}
 
     def _on_toggle(self, name: str) -> None:
         self._guard(lambda: self._apply(name))
