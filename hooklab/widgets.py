@@ -79,6 +79,12 @@ class Panel(W.VBox):
         if self.image is not None:
             children.append(self.image)
         super().__init__(children, layout=W.Layout(border="1px solid #ccc", padding="6px"))
+        # stable CSS classes, for the browser test and for styling
+        self.add_class("hooklab-panel")
+        self._controls.add_class("hooklab-controls")
+        self.view.add_class("hooklab-view")
+        if self.image is not None:
+            self.image.add_class("hooklab-plot")
         self.refresh()
 
     # ------------------------------------------------------------------ building
