@@ -38,11 +38,11 @@ def sample_photo(size: int = 224) -> torch.Tensor:
     from matplotlib import cbook
     from PIL import Image
 
-    with cbook.get_sample_data("grace_hopper.jpg") as f:
-        img = Image.open(f).convert("RGB")
+    path = cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)
+    img = Image.open(path).convert("RGB")
     side = min(img.size)
     left, top = (img.width - side) // 2, (img.height - side) // 2
-    img = img.crop((left, top, left + side, top + side)).resize((size, size), Image.BILINEAR)
+    img = img.crop((left, top, left + side, top + side)).resize((size, size), Image.Resampling.BILINEAR)
     x = torch.frombuffer(bytearray(img.tobytes()), dtype=torch.uint8).reshape(size, size, 3)
     x = x.permute(2, 0, 1).float().div(255)
     mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)

@@ -232,7 +232,7 @@ class Hooks:
                                  "Check the pattern you passed to hooklab.select().")
             targets = list(target.values())
         else:
-            targets = [target]
+            targets = [target]  # type: ignore[list-item]
         for t in targets:
             _check_target(kind, t)
         return targets

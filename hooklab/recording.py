@@ -75,7 +75,8 @@ class Record:
 
     def clear(self) -> None:
         """Forget what was recorded."""
-        self.inputs.clear(), self.outputs.clear(), self.grads.clear()
+        for store in (self.inputs, self.outputs, self.grads):
+            store.clear()
         self.calls = 0
 
     def _last(self, store: deque, what: str) -> Any:
