@@ -67,7 +67,9 @@ def main(argv: list[str]) -> int:
         return 0
     if command == "lab":
         # JupyterLab's defaults are kept: a token, and only this machine (127.0.0.1) may connect.
-        return run([str(BIN / "jupyter"), "lab", "notebooks/00_start_here.ipynb", "--ip=127.0.0.1", *rest])
+        # (Running as root, e.g. in a container, JupyterLab refuses to start without --allow-root.)
+        as_root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+        return run([str(BIN / "jupyter"), "lab", "notebooks/00_start_here.ipynb", "--ip=127.0.0.1", *as_root, *rest])
     if command == "execute":
         return run([str(PY), "-m", "tests.execute", *rest])
     return run([str(PY), "-m", "pytest", *rest])

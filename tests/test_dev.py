@@ -1,0 +1,56 @@
+"""dev.py: the two commands of the README, and the security defaults of `lab`."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("dev", ROOT / "dev.py")
+dev = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(dev)
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    calls: list[list[str]] = []
+    monkeypatch.setattr(dev, "setup", lambda: None)
+    monkeypatch.setattr(dev, "run", lambda cmd: calls.append(cmd) or 0)
+    return calls
+
+
+def test_lab_opens_start_here_on_localhost_with_token(captured):
+    assert dev.main(["lab"]) == 0
+    cmd = captured[0]
+    assert cmd[1:3] == ["lab", "notebooks/00_start_here.ipynb"]
+    assert "--ip=127.0.0.1" in cmd
+    assert not any("token" in arg.lower() or "password" in arg.lower() for arg in cmd)
+
+
+def test_test_runs_pytest_and_passes_arguments_through(captured):
+    dev.main(["test", "-k", "hooks"])
+    assert captured[0][1:] == ["-m", "pytest", "-k", "hooks"]
+
+
+def test_unknown_command_prints_usage(captured, capsys):
+    assert dev.main(["nope"]) == 2
+    assert "python3 dev.py lab" in capsys.readouterr().out
+    assert captured == []
+
+
+def test_readme_names_the_two_commands_and_ci_calls_the_test_one():
+    readme = (ROOT / "README.md").read_text()
+    assert "python3 dev.py lab" in readme and "python3 dev.py test" in readme
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^python3 dev\.py test\s*$", ci, re.M)
+
+
+def test_requirements_pin_torch_pair_and_install_hooklab():
+    reqs = (ROOT / "requirements.txt").read_text().splitlines()
+    assert "torch==2.14.1" in reqs and "torchvision==0.29.1" in reqs
+    assert "-e ." in reqs
+    pinned = [r for r in reqs if r and not r.startswith(("#", "-"))]
+    assert all("==" in r for r in pinned), f"unpinned: {[r for r in pinned if '==' not in r]}"
