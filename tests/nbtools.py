@@ -21,7 +21,9 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 #: Never compared (as in nbval): images, widget views (their model ids are random).
 SKIP_MIME = {WIDGET_VIEW, "image/png", "image/jpeg"}
 
-#: Markers a code cell may carry as a comment line (with a reason after a colon) or a tag.
+#: Markers a code cell may carry: a comment line holding the marker alone (that is all nbval
+#: recognises: `# NBVAL_IGNORE_OUTPUT: why` is NOT a marker to nbval), followed by a comment line
+#: giving the reason; or the equivalent cell tag.
 IGNORE = "NBVAL_IGNORE_OUTPUT"
 SKIP = "NBVAL_SKIP"
 RAISES = "NBVAL_RAISES_EXCEPTION"
@@ -46,15 +48,30 @@ def code_cells(nb: nbformat.NotebookNode) -> Iterator[tuple[int, nbformat.Notebo
             yield i, cell
 
 
+def _comment(line: str) -> str | None:
+    line = line.strip()
+    return line.lstrip("#").strip() if line.startswith("#") else None
+
+
 def has_marker(cell: nbformat.NotebookNode, marker: str) -> bool:
-    source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
-    return bool(re.search(rf"^\s*#\s*{marker}\b", source, re.M)) or _TAGS[marker] in cell.metadata.get("tags", [])
+    """Whether the cell carries the marker exactly as nbval reads it (alone on a comment line) or as a tag."""
+    return any(_comment(line) == marker for line in cell.source.splitlines()) or \
+        _TAGS[marker] in cell.metadata.get("tags", [])
+
+
+def malformed_markers(cell: nbformat.NotebookNode) -> list[str]:
+    """Comment lines that look like a marker but that nbval would not recognise (text after it)."""
+    return [line.strip() for line in cell.source.splitlines()
+            if (c := _comment(line)) is not None and re.match(rf"({'|'.join(_TAGS)})\b", c) and c not in _TAGS]
 
 
 def marker_reason(cell: nbformat.NotebookNode, marker: str) -> str:
-    """The text after ``# MARKER`` on its line (a colon or dash before it is dropped)."""
-    m = re.search(rf"^\s*#\s*{marker}\b[\s:\-—]*(.*)$", cell.source, re.M)
-    return m.group(1).strip() if m else ""
+    """The reason: the comment line right after the ``# MARKER`` line."""
+    lines = cell.source.splitlines()
+    for i, line in enumerate(lines):
+        if _comment(line) == marker and i + 1 < len(lines):
+            return _comment(lines[i + 1]) or ""
+    return ""
 
 
 def sanitize_patterns() -> list[tuple[str, str]]:

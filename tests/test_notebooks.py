@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from .nbtools import (IGNORE, RAISES, RERUN, SKIP, client_for, code_cells, has_marker, marker_reason,
-                      normalise, notebooks, read, sanitize_patterns)
+from .nbtools import (IGNORE, RAISES, RERUN, SKIP, client_for, code_cells, has_marker, malformed_markers,
+                      marker_reason, normalise, notebooks, read, sanitize_patterns)
 
 NOTEBOOKS = notebooks()
 IDS = [p.name for p in NOTEBOOKS]
@@ -55,12 +55,16 @@ def test_hygiene(path) -> None:
                     problems.append(f"cell {i} stores stderr output that its source does not mention")
         if raises and not any(o.output_type == "error" for o in cell.outputs):
             problems.append(f"cell {i} is marked {RAISES} but stores no error")
+        for bad in malformed_markers(cell):
+            problems.append(f"cell {i}: nbval only recognises a marker alone on its comment line, so {bad!r} "
+                            "is not a marker at all; write the marker alone and the reason as the next comment line")
         for marker in (IGNORE, SKIP, RERUN):
             if has_marker(cell, marker):
                 if marker in (IGNORE, SKIP):
                     unchecked += 1
                 if len(marker_reason(cell, marker)) < 10:
-                    problems.append(f"cell {i}: `# {marker}` needs a one-line reason after it")
+                    problems.append(f"cell {i}: `# {marker}` (alone on its line) needs a one-line reason on the comment line "
+                                    "right after it")
     if code and unchecked / len(code) > 0.15:
         problems.append(f"{unchecked} of {len(code)} code cells skip output checks (over 15%)")
 
