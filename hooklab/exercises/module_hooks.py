@@ -1,0 +1,315 @@
+"""Exercises of notebook 03 (module hooks), with their checkers and worked solutions.
+
+* :data:`dropout_after_conv` — a forward hook that adds dropout after a ``Conv2d``, correctly.
+* :data:`halve_input_grad` — a full backward hook that replaces ``grad_input``.
+* :data:`capture` — a class whose bound method captures a layer's outputs without their graph.
+
+>>> from hooklab.exercises import module_hooks as ex
+>>> ex.dropout_after_conv.check(ex.solution_dropout_after_conv).passed
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .._signature import check_hook_signature
+from ..checker import Exercise, Mistake, expect_close
+
+__all__ = ["P_DROP", "dropout_after_conv", "halve_input_grad", "capture",
+           "solution_dropout_after_conv", "solution_halve_input_grad", "SolutionCapture"]
+
+#: The dropout probability exercise 1 asks for.
+P_DROP = 0.25
+
+
+# ====================================================================== exercise 1
+def solution_dropout_after_conv(module, args, output):
+    """A forward hook: dropout with p=0.25 on the conv's output, only while the module trains."""
+    # F.dropout returns a NEW tensor: hand it back to PyTorch with `return`.
+    # training=module.training: drop only while training, never after model.eval().
+    return F.dropout(output, p=0.25, training=module.training)
+
+
+def _conv_case() -> tuple[nn.Conv2d, torch.Tensor, torch.Tensor]:
+    """A seeded conv layer, its input, and its output without any hook."""
+    torch.manual_seed(3)
+    conv = nn.Conv2d(2, 8, 3, padding=1)
+    x = torch.randn(8, 2, 8, 8)
+    with torch.no_grad():
+        plain = conv(x)
+    return conv, x, plain
+
+
+def _run_conv(fn: Callable, training: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Register ``fn`` as a forward hook on a fresh conv and run it; return (plain, hooked) outputs."""
+    conv, x, plain = _conv_case()
+    conv.train(training)
+    handle = conv.register_forward_hook(fn)
+    try:
+        torch.manual_seed(0)
+        out = conv(x)
+    finally:
+        handle.remove()
+    if not isinstance(out, torch.Tensor):
+        raise Mistake(f"your hook returned a {type(out).__name__}; a forward hook returns None or the new "
+                      "output tensor: `return F.dropout(output, ...)`.")
+    if out.shape != plain.shape:
+        raise Mistake(f"the conv's output has shape {list(out.shape)} after your hook, expected "
+                      f"{list(plain.shape)}: return the whole output with some values dropped.")
+    return plain, out
+
+
+def _check_returns_output(fn: Callable) -> None:
+    conv, x, plain = _conv_case()
+    conv.train()
+    given = plain.clone()
+    torch.manual_seed(0)
+    result = fn(conv, (x,), given)
+    if result is None:
+        if not torch.equal(given, plain):
+            raise Mistake("your hook returns None and changes the output in place (inplace=True or `output[...] "
+                          "= ...`). Return the new output instead: `return F.dropout(output, p=0.25, "
+                          "training=module.training)`; in-place changes to a module's output can break the "
+                          "backward pass.")
+        raise Mistake("your hook returns None, so the output is unchanged: assigning `output = F.dropout(...)` "
+                      "only rebinds a local name inside your function. A forward hook changes the output only "
+                      "through its return value: `return F.dropout(output, p=0.25, training=module.training)`.")
+    if result is given and torch.equal(given, plain):
+        raise Mistake("your hook returns the output unchanged: return the output with dropout applied.")
+
+
+def _check_drops_in_training(fn: Callable) -> None:
+    plain, out = _run_conv(fn, training=True)
+    dropped = (out == 0) & (plain != 0)
+    share = dropped.float().mean().item()
+    if share == 0:
+        raise Mistake("in training mode your hook dropped nothing: apply dropout to `output` with p=0.25 "
+                      "(F.dropout(output, p=0.25, training=module.training)).")
+    if not 0.12 <= share <= 0.40:
+        raise Mistake(f"in training mode your hook dropped {share:.0%} of the values; with p=0.25 about 25% "
+                      "should be dropped. Pass p=0.25 (the probability of dropping, not of keeping).")
+    kept = (out != 0) & (plain != 0)
+    ratio = (out[kept] / plain[kept])
+    if not torch.allclose(ratio, torch.full_like(ratio, 1 / (1 - P_DROP)), atol=1e-4):
+        median = ratio.median().item()
+        raise Mistake(f"the values that were kept are multiplied by {median:.3g}, expected 1/(1-p) = "
+                      f"{1 / (1 - P_DROP):.4g}: dropout rescales what it keeps. Use F.dropout (or "
+                      "F.dropout2d) instead of multiplying by a mask yourself.")
+
+
+def _check_keeps_gradient(fn: Callable) -> None:
+    _, out = _run_conv(fn, training=True)
+    if out.grad_fn is None:
+        raise Mistake("the new output has no grad_fn, so no gradient can flow back through this layer: "
+                      "do not detach it or compute it under torch.no_grad().")
+
+
+def _check_respects_training(fn: Callable) -> None:
+    plain, out = _run_conv(fn, training=False)
+    if not torch.allclose(out, plain):
+        raise Mistake("after model.eval() your hook still drops values: it ignores module.training. Pass "
+                      "training=module.training to F.dropout, so dropout is only active while training.")
+
+
+dropout_after_conv = Exercise(
+    "Exercise 1 · dropout after a conv, done right",
+    [
+        ("returns the new output", _check_returns_output),
+        ("drops about 25% in training and rescales the rest", _check_drops_in_training),
+        ("lets the gradient flow", _check_keeps_gradient),
+        ("does nothing after model.eval() (respects module.training)", _check_respects_training),
+    ],
+    hook_kind="forward",
+    solution=solution_dropout_after_conv,
+)
+
+
+# ====================================================================== exercise 2
+def solution_halve_input_grad(module, grad_input, grad_output):
+    """A full backward hook: the gradient that flows on to the module's input, halved."""
+    # grad_input holds one gradient per input of forward (here just x); it may contain None.
+    # Return a NEW tuple of the same length; do not change grad_input in place.
+    return tuple(None if g is None else g * 0.5 for g in grad_input)
+
+
+def _linear_case() -> tuple[nn.Linear, torch.Tensor]:
+    torch.manual_seed(4)
+    layer = nn.Linear(3, 2)
+    x = torch.randn(2, 3, requires_grad=True)
+    return layer, x
+
+
+def _grads(fn: Callable | None) -> tuple[torch.Tensor, torch.Tensor]:
+    layer, x = _linear_case()
+    if fn is not None:
+        layer.register_full_backward_hook(fn)
+    try:
+        layer(x).pow(2).sum().backward()
+    except NotImplementedError:
+        raise
+    except RuntimeError as exc:
+        raise Mistake(f"PyTorch rejected what your hook returned ({exc}): return a tuple with one gradient "
+                      "of the input's shape, `(grad_input[0] * 0.5,)`.") from None
+    return x.grad, layer.weight.grad
+
+
+def _sample_grads() -> tuple[tuple[torch.Tensor], tuple[torch.Tensor]]:
+    layer, x = _linear_case()
+    out = layer(x)
+    (grad_x,) = torch.autograd.grad(out.pow(2).sum(), x, retain_graph=True)
+    return (grad_x.detach(),), ((2 * out).detach(),)
+
+
+def _check_returns_tuple(fn: Callable) -> None:
+    layer, _ = _linear_case()
+    grad_input, grad_output = _sample_grads()
+    given = tuple(g.clone() for g in grad_input)
+    result = fn(layer, given, grad_output)
+    if result is None:
+        if not torch.equal(given[0], grad_input[0]):
+            raise Mistake("your hook changes grad_input in place and returns None. PyTorch's documentation says a "
+                          "backward hook must not modify its arguments: return a new tuple instead, "
+                          "`return (grad_input[0] * 0.5,)`.")
+        raise Mistake("your hook returns None, so the gradient is unchanged: return the new grad_input as a "
+                      "tuple, e.g. `return (grad_input[0] * 0.5,)`.")
+    if isinstance(result, torch.Tensor):
+        raise Mistake("your hook returns a tensor; a full backward hook returns a tuple with one entry per "
+                      "input of forward, like grad_input itself: `return (grad_input[0] * 0.5,)` (note the "
+                      "comma). PyTorch's own error for this is the puzzling \"hook has changed the size of value\".")
+    if not isinstance(result, (tuple, list)):
+        raise Mistake(f"your hook returns a {type(result).__name__}; return a tuple like grad_input.")
+    if len(result) != len(grad_input):
+        raise Mistake(f"your hook returns {len(result)} gradients, but forward has {len(grad_input)} input: "
+                      "return one entry per entry of grad_input.")
+    first = result[0]
+    if isinstance(first, torch.Tensor) and first.shape != grad_input[0].shape:
+        hint = (" That is the shape of grad_output: scale grad_input (the gradient for the module's input), "
+                "not grad_output." if first.shape == grad_output[0].shape else "")
+        raise Mistake(f"the gradient you return has shape {list(first.shape)}, but the input has shape "
+                      f"{list(grad_input[0].shape)}.{hint}")
+
+
+def _check_halves_input_grad(fn: Callable) -> None:
+    want, _ = _grads(None)
+    got, _ = _grads(fn)
+    expect_close(got, want * 0.5, "x.grad (the gradient that reaches the input)", atol=1e-5)
+
+
+def _check_weight_grad_untouched(fn: Callable) -> None:
+    _, want = _grads(None)
+    _, got = _grads(fn)
+    if not torch.allclose(got, want, atol=1e-6):
+        raise Mistake("the layer's weight gradient changed too; only the gradient for the input should: "
+                      "a full backward hook's return value replaces grad_input only.")
+
+
+halve_input_grad = Exercise(
+    "Exercise 2 · halve the gradient that reaches a layer's input",
+    [
+        ("returns a new grad_input tuple", _check_returns_tuple),
+        ("halves the input's gradient", _check_halves_input_grad),
+        ("leaves the weight's gradient alone", _check_weight_grad_untouched),
+    ],
+    hook_kind="backward",
+    solution=solution_halve_input_grad,
+)
+
+
+# ====================================================================== exercise 3
+class SolutionCapture:
+    """Captures a layer's outputs with a bound method as the hook."""
+
+    def __init__(self):
+        self.outputs = []
+
+    def hook(self, module, args, output):           # a bound method: `self` is already filled in
+        self.outputs.append(output.detach())        # the values, without the autograd graph
+
+    def clear(self):
+        self.outputs.clear()                        # call between runs, or the list keeps growing
+
+
+def _make_capture(cls: Any) -> Any:
+    capture_obj = cls() if isinstance(cls, type) else cls
+    for attr in ("hook", "clear", "outputs"):
+        if not hasattr(capture_obj, attr):
+            raise Mistake(f"your class has no `{attr}`: keep the three parts of the template "
+                          "(self.outputs = [] in __init__, a hook method, a clear method).")
+    try:
+        check_hook_signature(capture_obj.hook, "forward")
+    except TypeError as exc:
+        raise Mistake(str(exc)) from None
+    return capture_obj
+
+
+def _capture_case() -> tuple[nn.Sequential, torch.Tensor]:
+    from ..module_lab import lab_model
+
+    return lab_model(), torch.ones(2, 3)
+
+
+def _run_capture(cls: Any, runs: int, clear: bool) -> tuple[Any, torch.Tensor]:
+    model, x = _capture_case()
+    capture_obj = _make_capture(cls)
+    handle = model[2].register_forward_hook(capture_obj.hook)
+    try:
+        for _ in range(runs):
+            if clear:
+                capture_obj.clear()
+            model(x)
+    finally:
+        handle.remove()
+    with torch.no_grad():
+        expected = model[2](model[1](model[0](x)))
+    return capture_obj, expected
+
+
+def _check_stores_output(cls: Any) -> None:
+    capture_obj, expected = _run_capture(cls, runs=1, clear=False)
+    outputs = list(capture_obj.outputs)
+    if not outputs:
+        raise Mistake("after one forward pass self.outputs is empty: append the output inside hook "
+                      "(`self.outputs.append(...)`).")
+    if len(outputs) != 1:
+        raise Mistake(f"after one forward pass self.outputs holds {len(outputs)} items, expected 1.")
+    stored = outputs[0]
+    if not isinstance(stored, torch.Tensor):
+        raise Mistake(f"self.outputs holds a {type(stored).__name__}; store the output tensor itself "
+                      "(detached).")
+    expect_close(stored, expected, "the stored output", atol=1e-6)
+
+
+def _check_detached(cls: Any) -> None:
+    capture_obj, _ = _run_capture(cls, runs=1, clear=False)
+    outputs = list(capture_obj.outputs)
+    if not outputs:
+        raise Mistake("nothing was stored, so there is nothing to check yet: append the output in hook.")
+    stored = outputs[0]
+    if isinstance(stored, torch.Tensor) and (stored.grad_fn is not None or stored.requires_grad):
+        raise Mistake("the stored tensor still has a grad_fn: it keeps the whole autograd graph of that "
+                      "forward pass (and every activation the graph saved) alive for as long as you keep it. "
+                      "Store `output.detach()` (add `.cpu()` on a GPU).")
+
+
+def _check_clear(cls: Any) -> None:
+    capture_obj, _ = _run_capture(cls, runs=3, clear=True)
+    n = len(capture_obj.outputs)
+    if n != 1:
+        raise Mistake(f"after three runs with clear() before each, self.outputs holds {n} items, expected 1: "
+                      "clear() should empty the list (self.outputs.clear()).")
+
+
+capture = Exercise(
+    "Exercise 3 · capture a layer's outputs without keeping the graph",
+    [
+        ("stores the layer's output", _check_stores_output),
+        ("stores it detached (no graph kept alive)", _check_detached),
+        ("clear() empties the store between runs", _check_clear),
+    ],
+    solution=SolutionCapture,
+)
