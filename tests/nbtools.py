@@ -66,11 +66,14 @@ def malformed_markers(cell: nbformat.NotebookNode) -> list[str]:
 
 
 def marker_reason(cell: nbformat.NotebookNode, marker: str) -> str:
-    """The reason: the comment line right after the ``# MARKER`` line."""
+    """The reason: the comment line right after the ``# MARKER`` line or, for a cell marked by
+    its tag only, the cell's first comment line."""
     lines = cell.source.splitlines()
     for i, line in enumerate(lines):
-        if _comment(line) == marker and i + 1 < len(lines):
-            return _comment(lines[i + 1]) or ""
+        if _comment(line) == marker:
+            return (_comment(lines[i + 1]) or "") if i + 1 < len(lines) else ""
+    if _TAGS[marker] in cell.metadata.get("tags", []):
+        return next((c for line in lines if (c := _comment(line))), "")
     return ""
 
 
