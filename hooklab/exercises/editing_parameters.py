@@ -1,0 +1,436 @@
+"""Exercises of notebook 04 (editing parameters in hooks): a max-norm constraint, a weight
+logger that keeps real snapshots, and a checkpoint hook that folds a pruned weight.
+
+>>> from hooklab.exercises.editing_parameters import max_norm_exercise, max_norm_hook
+>>> print(max_norm_exercise.check(max_norm_hook))
+Max-norm constraint in a forward pre-hook: all 6 checks passed
+  ✓ has the right signature
+  ✓ runs inside a forward pass without an error
+  ✓ returns None (the layer's input stays as it is)
+  ✓ keeps the same Parameter object, so the optimizer still trains it
+  ✓ limits every row of the weight to norm 1.0
+  ✓ rescales only the rows that are too long, keeping their direction
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torch.nn.utils import prune
+
+from .._signature import check_hook_signature
+from ..checker import Exercise, Mistake
+
+__all__ = ["max_norm_exercise", "max_norm_hook", "logger_exercise", "make_weight_logger",
+           "fold_exercise", "fold_pruned_weights"]
+
+MAX_NORM = 1.0
+_NOT_WRITTEN = "not written yet: replace `raise NotImplementedError` with your code and run the cell again."
+_SKIPPED = "skipped until the hook runs without an error (see the first failed line)."
+_WAITING = "not written yet."
+
+
+# ---------------------------------------------------------------- exercise 1: max-norm
+def max_norm_hook(module, args):
+    """A forward pre-hook: every row of ``module.weight`` gets an L2 norm of at most 1.0."""
+    with torch.no_grad():  # an in-place change to a parameter must not be recorded by autograd
+        module.weight.renorm_(p=2, dim=0, maxnorm=1.0)  # the same tensor, changed in place
+    # no return: returning something would replace the layer's input
+
+
+# Rows with norms 3, 0.5, 2 and 1 (the last is exactly at the limit: it must stay untouched).
+_ROWS = ((2.0, -2.0, 1.0, 0.0, 0.0),
+         (0.3, 0.0, -0.4, 0.0, 0.0),
+         (0.0, 1.2, 0.0, -1.6, 0.0),
+         (0.6, 0.0, 0.0, 0.0, 0.8))
+
+
+def _max_norm_layer() -> nn.Linear:
+    layer = nn.Linear(5, 4)
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor(_ROWS))
+        layer.bias.zero_()
+    return layer
+
+
+@dataclass
+class _Run:
+    layer: nn.Linear | None = None
+    param: torch.Tensor | None = None
+    returned: Any = None
+    output: torch.Tensor | None = None
+    error: BaseException | None = None
+
+
+def _run_max_norm(fn: Callable) -> _Run:
+    """Register ``fn`` as a forward pre-hook on a fresh layer and run one forward pass."""
+    run = _Run(layer=_max_norm_layer())
+    run.param = run.layer.weight
+    calls: list[Any] = []
+
+    def wrapper(module, args):
+        calls.append(fn(module, args))
+        return calls[-1]
+
+    handle = run.layer.register_forward_pre_hook(wrapper)
+    try:
+        run.output = run.layer(torch.ones(2, 5))
+    except BaseException as exc:  # noqa: BLE001 - reported to the learner
+        run.error = exc
+    finally:
+        handle.remove()
+    run.returned = calls[0] if calls else None
+    return run
+
+
+def _explain_error(exc: BaseException) -> Mistake:
+    text = str(exc)
+    if isinstance(exc, RuntimeError) and "leaf Variable that requires grad" in text:
+        return Mistake("PyTorch refused the in-place change (\"a leaf Variable that requires grad is being used "
+                       "in an in-place operation\"): autograd would have to record a change to a parameter. "
+                       "Wrap the change in `with torch.no_grad():`.")
+    if isinstance(exc, TypeError) and "cannot assign" in text:
+        return Mistake("you assigned a plain tensor to `module.weight`, and PyTorch only accepts an nn.Parameter "
+                       "there. Do not assign at all: change the existing weight in place, "
+                       "e.g. `module.weight.renorm_(p=2, dim=0, maxnorm=1.0)` under `torch.no_grad()`.")
+    return Mistake(f"your hook raised {type(exc).__name__}: {text}")
+
+
+def _first_run(fn: Callable) -> _Run:
+    run = _run_max_norm(fn)
+    if isinstance(run.error, NotImplementedError):
+        raise Mistake(_WAITING)
+    if run.error is not None:
+        raise Mistake(_SKIPPED)
+    return run
+
+
+def _runs(fn: Callable) -> None:
+    run = _run_max_norm(fn)
+    if isinstance(run.error, NotImplementedError):
+        raise NotImplementedError
+    if run.error is not None:
+        raise _explain_error(run.error)
+
+
+def _returns_none(fn: Callable) -> None:
+    run = _first_run(fn)
+    if run.returned is not None:
+        raise Mistake("your hook returns a value, and PyTorch uses what a forward pre-hook returns as the "
+                      "layer's new input. The constraint changes the weight, not the input: return nothing.")
+
+
+def _same_parameter(fn: Callable) -> None:
+    run = _first_run(fn)
+    assert run.layer is not None
+    if run.layer.weight is not run.param:
+        raise Mistake("your hook put a new nn.Parameter into `module.weight`. An optimizer created before "
+                      "keeps updating the old one, so training stops reaching the layer. Change the existing "
+                      "tensor in place instead: `module.weight.renorm_(...)` or `module.weight.mul_(...)` "
+                      "under `torch.no_grad()`.")
+    # and an optimizer step still moves what the layer uses
+    layer = _max_norm_layer()
+    opt = torch.optim.SGD(layer.parameters(), lr=0.1)
+    handle = layer.register_forward_pre_hook(fn)
+    try:
+        layer(torch.ones(2, 5)).sum().backward()
+        before = layer.weight.detach().clone()
+        opt.step()
+    finally:
+        handle.remove()
+    if torch.equal(before, layer.weight.detach()):
+        raise Mistake("after an SGD step the layer's weight did not change: make sure the hook changes "
+                      "`module.weight` itself, in place.")
+
+
+def _row_norms(fn: Callable) -> None:
+    run = _first_run(fn)
+    assert run.layer is not None
+    w = run.layer.weight.detach()
+    rows, cols = w.norm(dim=1), w.norm(dim=0)
+    original = torch.tensor(_ROWS)
+    if torch.equal(w, original):
+        raise Mistake("the weight is unchanged after a forward pass: rows with a norm above 1.0 must be "
+                      "scaled down to norm 1.0 (torch.renorm, or divide each long row by its norm).")
+    if (rows > MAX_NORM + 1e-4).any():
+        if (cols <= MAX_NORM + 1e-4).all():
+            raise Mistake("you limited the norm of each column (dim=1 in renorm_, or norm(dim=0)). Max-norm limits "
+                          "each row, the weights coming into one output unit: `renorm_(p=2, dim=0, maxnorm=1.0)`, "
+                          "or `norm(dim=1, keepdim=True)`.")
+        norms = [round(v, 3) for v in rows.tolist()]
+        raise Mistake(f"after your hook the rows have norms {norms}; each must be at most 1.0.")
+    if run.output is not None and not torch.allclose(run.output, F.linear(torch.ones(2, 5), w, run.layer.bias),
+                                                     atol=1e-5):
+        raise Mistake("the output of the forward pass was not computed with the constrained weight.")
+
+
+def _only_long_rows(fn: Callable) -> None:
+    run = _first_run(fn)
+    assert run.layer is not None
+    w = run.layer.weight.detach()
+    original = torch.tensor(_ROWS)
+    norms = original.norm(dim=1)
+    for i in range(len(_ROWS)):
+        if norms[i] <= MAX_NORM:
+            if not torch.allclose(w[i], original[i], atol=1e-6):
+                raise Mistake(f"row {i} had norm {norms[i].item():.2g}, within the limit, and your hook changed it. "
+                              "Scale only rows whose norm is above 1.0 (scaling everything by one factor is a "
+                              "different constraint).")
+        else:
+            direction = F.cosine_similarity(w[i], original[i], dim=0).item()
+            if direction < 0.9999:
+                raise Mistake(f"row {i} changed direction, not just length: clamping each entry does that. "
+                              "Divide the whole row by its norm (times 1.0) instead, as torch.renorm does.")
+            if abs(w[i].norm().item() - MAX_NORM) > 1e-3:
+                raise Mistake(f"row {i} had norm {norms[i].item():.2g} and now has {w[i].norm().item():.3g}; "
+                              "a row that is too long should end with norm 1.0, not shorter.")
+
+
+max_norm_exercise = Exercise(
+    "Max-norm constraint in a forward pre-hook",
+    [("runs inside a forward pass without an error", _runs),
+     ("returns None (the layer's input stays as it is)", _returns_none),
+     ("keeps the same Parameter object, so the optimizer still trains it", _same_parameter),
+     ("limits every row of the weight to norm 1.0", _row_norms),
+     ("rescales only the rows that are too long, keeping their direction", _only_long_rows)],
+    hook_kind="forward_pre",
+    solution=max_norm_hook,
+)
+
+
+# ---------------------------------------------------------------- exercise 2: log weight snapshots
+def make_weight_logger(log):
+    """Return a forward pre-hook that appends a snapshot of ``module.weight`` to ``log``."""
+    def log_weight(module, args):
+        # detach(): no autograd history kept alive; clone(): our own memory, so later
+        # in-place updates by the optimizer cannot change what we stored
+        log.append(module.weight.detach().clone())
+    return log_weight
+
+
+def _train_with_logger(make: Callable, steps: int = 3, *, first: bool = False
+                       ) -> tuple[nn.Linear, list, list[torch.Tensor], list[Any]]:
+    """Train a small layer for ``steps`` steps with the learner's logger on it. Only the ``first``
+    check reports an unwritten stub in full; the others say it briefly."""
+    try:
+        return _train(make, steps)
+    except NotImplementedError:
+        if first:
+            raise
+        raise Mistake(_WAITING) from None
+
+
+def _train(make: Callable, steps: int) -> tuple[nn.Linear, list, list[torch.Tensor], list[Any]]:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(4)
+        layer = nn.Linear(3, 2)
+    x = torch.linspace(-1.0, 1.0, 12).reshape(4, 3)
+    opt = torch.optim.SGD(layer.parameters(), lr=0.5)
+    log: list = []
+    hook = make(log)
+    if not callable(hook):
+        raise Mistake(f"make_weight_logger(log) returned {type(hook).__name__}; it should return the hook "
+                      "function itself (`return log_weight`, no parentheses).")
+    try:
+        check_hook_signature(hook, "forward_pre")
+    except TypeError as exc:
+        raise Mistake(str(exc)) from None
+    returned: list[Any] = []
+
+    def wrapper(module, args):
+        returned.append(hook(module, args))
+        return returned[-1]
+
+    handle = layer.register_forward_pre_hook(wrapper)
+    truth: list[torch.Tensor] = []
+    try:
+        for _ in range(steps):
+            truth.append(layer.weight.detach().clone())
+            opt.zero_grad()
+            layer(x).pow(2).sum().backward()
+            opt.step()
+    finally:
+        handle.remove()
+    return layer, log, truth, returned
+
+
+def _logger_runs(make: Callable) -> None:
+    _, log, _, returned = _train_with_logger(make, first=True)
+    if any(r is not None for r in returned):
+        raise Mistake("the hook returns a value, and PyTorch uses what a forward pre-hook returns as the "
+                      "layer's new input. Only append to the log; return nothing.")
+    if len(log) != 3:
+        raise Mistake(f"after 3 forward passes the log holds {len(log)} entries; append exactly one per call.")
+
+
+def _logger_tensors(make: Callable) -> None:
+    layer, log, _, _ = _train_with_logger(make)
+    if not log:
+        raise Mistake("the log is empty: append one snapshot of module.weight per call.")
+    entry = log[0]
+    if not isinstance(entry, torch.Tensor):
+        raise Mistake(f"the log holds {type(entry).__name__} values; store tensors "
+                      "(module.weight.detach().clone()) so they can be compared with torch.equal.")
+    if any(e is layer.weight for e in log):
+        raise Mistake("you stored `module.weight` itself: every entry is the same Parameter object, so all of "
+                      "them show the latest values. Store a copy: `module.weight.detach().clone()`.")
+    if entry.requires_grad or entry.grad_fn is not None:
+        raise Mistake("the stored tensors still belong to autograd (requires_grad=True, "
+                      f"grad_fn={type(entry.grad_fn).__name__ if entry.grad_fn is not None else None}): "
+                      "`.clone()` alone records the copy in the graph. Use `.detach().clone()`.")
+
+
+def _logger_snapshots(make: Callable) -> None:
+    layer, log, truth, _ = _train_with_logger(make)
+    if len(log) != len(truth) or not all(isinstance(e, torch.Tensor) for e in log):
+        raise Mistake("fix the lines above first: the log needs one tensor per forward pass.")
+    if any(e is not layer.weight and e.data_ptr() == layer.weight.data_ptr() for e in log):
+        raise Mistake("your snapshots share memory with the weight (`.detach()` alone does that), so the "
+                      "optimizer's in-place updates changed them afterwards. Add `.clone()`: "
+                      "`module.weight.detach().clone()`.")
+    for i, (got, want) in enumerate(zip(log, truth)):
+        if got.shape != want.shape or not torch.equal(got, want):
+            raise Mistake(f"entry {i} is not the weight as it was at forward pass {i}; store "
+                          "`module.weight.detach().clone()` when the hook runs.")
+
+
+logger_exercise = Exercise(
+    "Log snapshots of a weight",
+    [("the hook appends once per forward pass and returns None", _logger_runs),
+     ("stores detached tensors, not the Parameter", _logger_tensors),
+     ("each entry keeps the values of its own step", _logger_snapshots)],
+    solution=make_weight_logger,
+)
+
+
+# ---------------------------------------------------------------- exercise 3: load a pruned checkpoint
+def fold_pruned_weights(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                        error_msgs):
+    """A load_state_dict pre-hook: turn ``*_orig`` and ``*_mask`` pairs into the pruned tensor."""
+    for key in list(state_dict):  # a list: we change the dict while going through it
+        if key.startswith(prefix) and key.endswith("_orig"):
+            name = key[: -len("_orig")]
+            mask = state_dict.pop(name + "_mask")
+            state_dict[name] = state_dict.pop(key) * mask
+    # no return: PyTorch ignores it; the hook works by changing state_dict in place
+
+
+_LOAD_ARGS = ("module", "state_dict", "prefix", "local_metadata", "strict", "missing_keys", "unexpected_keys",
+              "error_msgs")
+
+
+def _net() -> nn.Sequential:
+    return nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+
+
+def _pruned_checkpoint() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """A checkpoint saved from a pruned network, and the weights it stands for."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(5)
+        net = _net()
+    prune.l1_unstructured(net[0], "weight", amount=0.5)
+    prune.l1_unstructured(net[2], "weight", amount=0.5)
+    expected = {"0.weight": net[0].weight_orig.detach() * net[0].weight_mask,
+                "2.weight": net[2].weight_orig.detach() * net[2].weight_mask}
+    return net.state_dict(), expected
+
+
+def _load_signature(fn: Callable) -> None:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return
+    if len(positional) != len(_LOAD_ARGS):
+        raise Mistake(f"PyTorch calls a load_state_dict pre-hook with {len(_LOAD_ARGS)} arguments: "
+                      f"hook({', '.join(_LOAD_ARGS)}); yours takes {len(positional)}.")
+
+
+def _load(fn: Callable, checkpoint: dict[str, torch.Tensor], *, first: bool = False
+          ) -> tuple[nn.Sequential, list[Any]]:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(6)
+        net = _net()
+    returned: list[Any] = []
+    raised: list[BaseException] = []
+
+    def wrapper(*args):
+        try:
+            returned.append(fn(*args))
+        except BaseException as exc:  # load_state_dict would hide it in a RuntimeError without text
+            raised.append(exc)
+            raise
+
+    handle = net.register_load_state_dict_pre_hook(wrapper)
+    try:
+        net.load_state_dict(checkpoint)
+    except BaseException as exc:
+        if raised:
+            if isinstance(raised[0], NotImplementedError) and not first:
+                raise Mistake(_WAITING) from None
+            raise raised[0] from None
+        if not isinstance(exc, RuntimeError):
+            raise
+        text = str(exc)
+        if any(isinstance(r, dict) for r in returned):
+            raise Mistake("your hook returns a new dict, and PyTorch ignores what a load_state_dict pre-hook "
+                          "returns. Change `state_dict` in place: `state_dict[new] = ...`, "
+                          "`state_dict.pop(old)`.") from None
+        if "Unexpected key(s)" in text and ("_orig" in text or "_mask" in text):
+            raise Mistake("the checkpoint still holds `weight_orig` / `weight_mask` keys: after computing the "
+                          "weight, remove both with `state_dict.pop(key)`.") from None
+        if "Missing key(s)" in text:
+            raise Mistake("the model finds no `0.weight` / `2.weight` key: store the folded tensor under the "
+                          "name of the `_orig` key without `_orig` (`key[:-len('_orig')]`).") from None
+        raise Mistake(f"load_state_dict failed: {text.strip()}") from None
+    finally:
+        handle.remove()
+    return net, returned
+
+
+def _loads_pruned(fn: Callable) -> None:
+    _load_signature(fn)
+    checkpoint, _ = _pruned_checkpoint()
+    _load(fn, checkpoint, first=True)
+
+
+def _folds_correctly(fn: Callable) -> None:
+    _load_signature(fn)
+    checkpoint, expected = _pruned_checkpoint()
+    net, _ = _load(fn, checkpoint)
+    for name, want in expected.items():
+        got = net.state_dict()[name]
+        if torch.equal(got, checkpoint[name + "_orig"]):
+            raise Mistake(f"`{name}` was loaded from `{name}_orig` alone, so the pruned entries came back. "
+                          "Multiply by the mask: `weight_orig * weight_mask`.")
+        if not torch.equal(got, want):
+            raise Mistake(f"`{name}` after loading is not `{name}_orig * {name}_mask`.")
+
+
+def _plain_still_loads(fn: Callable) -> None:
+    _load_signature(fn)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(7)
+        plain = _net()
+    net, _ = _load(fn, plain.state_dict())
+    for name, value in plain.state_dict().items():
+        if not torch.equal(net.state_dict()[name], value):
+            raise Mistake(f"loading an ordinary (unpruned) checkpoint changed `{name}`: leave keys without "
+                          "`_orig` alone.")
+
+
+fold_exercise = Exercise(
+    "Load a pruned checkpoint into a plain model",
+    [("has the signature PyTorch calls it with", _load_signature),
+     ("load_state_dict succeeds with a pruned checkpoint", _loads_pruned),
+     ("each weight becomes weight_orig * weight_mask", _folds_correctly),
+     ("an ordinary checkpoint still loads unchanged", _plain_still_loads)],
+    solution=fold_pruned_weights,
+)

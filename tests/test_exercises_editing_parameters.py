@@ -1,0 +1,203 @@
+"""Notebook 04's exercises: the solutions pass, and typical wrong answers are named."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from hooklab.exercises.editing_parameters import (fold_exercise, fold_pruned_weights, logger_exercise,
+                                                  make_weight_logger, max_norm_exercise, max_norm_hook)
+
+
+def failures(verdict) -> str:
+    assert not verdict.passed, str(verdict)
+    return " | ".join(verdict.mistakes)
+
+
+# ---------------------------------------------------------------- exercise 1: max-norm
+def test_max_norm_solution_passes():
+    assert max_norm_exercise.check(max_norm_hook).passed
+    assert "renorm_(p=2, dim=0, maxnorm=1.0)" in max_norm_exercise.solution().code
+
+
+def test_other_right_max_norm_answers_pass():
+    def by_hand(module, args):
+        with torch.no_grad():
+            norms = module.weight.norm(dim=1, keepdim=True)
+            module.weight.mul_(torch.clamp(1.0 / norms, max=1.0))
+
+    def with_data(module, args):
+        module.weight.data = torch.renorm(module.weight.data, 2, 0, 1.0)
+
+    assert max_norm_exercise.check(by_hand).passed, str(max_norm_exercise.check(by_hand))
+    assert max_norm_exercise.check(with_data).passed
+
+
+def test_stub_says_not_written_yet():
+    def stub(module, args):
+        raise NotImplementedError  # your code here
+
+    verdict = max_norm_exercise.check(stub)
+    assert verdict.lines[0][0]  # the signature is fine
+    assert "replace `raise NotImplementedError`" in verdict.mistakes[0]
+    assert all("not written yet" in m for m in verdict.mistakes)
+
+
+def test_forgetting_no_grad_is_named():
+    def no_no_grad(module, args):
+        module.weight.renorm_(p=2, dim=0, maxnorm=1.0)
+
+    text = failures(max_norm_exercise.check(no_no_grad))
+    assert "torch.no_grad()" in text and "leaf Variable" in text
+    assert "skipped until the hook runs" in text
+
+
+def test_replacing_the_parameter_is_named():
+    def replaces(module, args):
+        module.weight = nn.Parameter(torch.renorm(module.weight.detach(), 2, 0, 1.0))
+
+    verdict = max_norm_exercise.check(replaces)
+    assert [d for ok, d, _ in verdict.lines if not ok] == ["keeps the same Parameter object, so the optimizer "
+                                                          "still trains it"]
+    assert "new nn.Parameter" in verdict.mistakes[0] and "optimizer" in verdict.mistakes[0]
+
+
+def test_assigning_a_plain_tensor_is_named():
+    def assigns(module, args):
+        module.weight = torch.renorm(module.weight, 2, 0, 1.0)
+
+    assert "only accepts an nn.Parameter" in failures(max_norm_exercise.check(assigns))
+
+
+def test_returning_a_value_is_named():
+    def returns(module, args):
+        with torch.no_grad():
+            module.weight.renorm_(p=2, dim=0, maxnorm=1.0)
+        return module.weight
+
+    assert "new input" in failures(max_norm_exercise.check(returns))
+
+
+def test_columns_clamping_and_global_scaling_are_named():
+    def columns(module, args):
+        with torch.no_grad():
+            module.weight.renorm_(p=2, dim=1, maxnorm=1.0)
+
+    def clamps(module, args):
+        with torch.no_grad():
+            module.weight.clamp_(-0.4, 0.4)
+
+    def global_norm(module, args):
+        with torch.no_grad():
+            module.weight.div_(module.weight.norm(dim=1).max())
+
+    def nothing(module, args):
+        pass
+
+    assert "each column" in failures(max_norm_exercise.check(columns))
+    assert "changed direction" in failures(max_norm_exercise.check(clamps))
+    assert "within the limit, and your hook changed it" in failures(max_norm_exercise.check(global_norm))
+    assert "unchanged" in failures(max_norm_exercise.check(nothing))
+
+
+def test_wrong_signature_is_named():
+    verdict = max_norm_exercise.check(lambda module: None)
+    assert len(verdict.lines) == 1 and "hook(module, args)" in verdict.mistakes[0]
+
+
+# ---------------------------------------------------------------- exercise 2: weight logger
+def test_logger_solution_passes():
+    assert logger_exercise.check(make_weight_logger).passed
+
+
+def test_logger_stub_says_not_written_yet():
+    def stub(log):
+        def log_weight(module, args):
+            raise NotImplementedError  # your code here
+        return log_weight
+
+    assert all("not written yet" in m for m in logger_exercise.check(stub).mistakes)
+
+
+def make(store):
+    def factory(log):
+        def log_weight(module, args):
+            log.append(store(module.weight))
+        return log_weight
+    return factory
+
+
+def test_logger_mistakes_are_named():
+    assert "the same Parameter object" in failures(logger_exercise.check(make(lambda w: w)))
+    assert "share memory" in failures(logger_exercise.check(make(lambda w: w.detach())))
+    assert "share memory" in failures(logger_exercise.check(make(lambda w: w.data)))
+    assert "`.clone()` alone" in failures(logger_exercise.check(make(lambda w: w.clone())))
+    assert "store tensors" in failures(logger_exercise.check(make(lambda w: w.tolist())))
+
+
+def test_logger_wrong_shapes_are_named():
+    def calls_hook(log):
+        def log_weight(module, args):
+            log.append(module.weight.detach().clone())
+        return log_weight(None, None)  # returns the result of calling it
+
+    def returns_value(log):
+        def log_weight(module, args):
+            log.append(module.weight.detach().clone())
+            return args
+        return log_weight
+
+    def wrong_signature(log):
+        return lambda module: None
+
+    assert "return the hook function itself" in failures(logger_exercise.check(calls_hook)) or \
+        "raised" in failures(logger_exercise.check(calls_hook))
+    assert "new input" in failures(logger_exercise.check(returns_value))
+    assert "hook(module, args)" in failures(logger_exercise.check(wrong_signature))
+
+
+# ---------------------------------------------------------------- exercise 3: fold a pruned checkpoint
+def test_fold_solution_passes():
+    assert fold_exercise.check(fold_pruned_weights).passed
+
+
+def test_fold_stub_says_not_written_yet():
+    def stub(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+        raise NotImplementedError  # your code here
+
+    verdict = fold_exercise.check(stub)
+    assert verdict.lines[0][0]
+    assert "replace `raise NotImplementedError`" in verdict.mistakes[0]
+    assert all("not written yet" in m for m in verdict.mistakes)
+
+
+def test_fold_mistakes_are_named():
+    def keeps_old_keys(module, state_dict, prefix, *rest):
+        for key in list(state_dict):
+            if key.endswith("_orig"):
+                name = key[:-5]
+                state_dict[name] = state_dict[key] * state_dict[name + "_mask"]
+
+    def forgets_mask(module, state_dict, prefix, *rest):
+        for key in list(state_dict):
+            if key.endswith("_orig"):
+                name = key[:-5]
+                del state_dict[name + "_mask"]
+                state_dict[name] = state_dict.pop(key)
+
+    def returns_new(module, state_dict, prefix, *rest):
+        new = {}
+        for key, value in state_dict.items():
+            if key.endswith("_orig"):
+                new[key[:-5]] = value * state_dict[key[:-5] + "_mask"]
+            elif not key.endswith("_mask"):
+                new[key] = value
+        return new
+
+    def wrong_signature(module, state_dict):
+        pass
+
+    assert "remove both" in failures(fold_exercise.check(keeps_old_keys))
+    assert "Multiply by the mask" in failures(fold_exercise.check(forgets_mask))
+    assert "ignores what a load_state_dict pre-hook returns" in failures(fold_exercise.check(returns_new))
+    assert "8 arguments" in failures(fold_exercise.check(wrong_signature))
