@@ -19,43 +19,90 @@ def failed(verdict: hooklab.Verdict) -> dict[str, str]:
     return {d: m for ok, d, m in verdict.lines if not ok}
 
 
-# ====================================================================== exercise 1: dropout hook
+# ====================================================================== exercise 1: dropout after ReLUs
+EX1 = ex.dropout_after_relus
+SIGNATURE = "takes one argument, the module (as model.apply calls it)"
+ON_RELUS = "registers one forward hook on each ReLU, nothing elsewhere"
+RETURNS = "returns the new output: about 25% dropped, the rest rescaled"
+GRADIENT = "lets the gradient flow"
+TRAINING = "does nothing after model.eval() (respects module.training)"
+
+
+def on_relus(hook):
+    """An apply-function that registers ``hook`` on every ReLU."""
+    def add(module):
+        if isinstance(module, nn.ReLU):
+            module.register_forward_hook(hook)
+    return add
+
+
 def test_ex1_solution_passes():
-    verdict = ex.dropout_after_conv.check(ex.solution_dropout_after_conv)
+    verdict = EX1.check(ex.solution_add_dropout_after_relus)
     assert verdict.passed, str(verdict)
-    assert ex.dropout_after_conv.check(ex.solution_dropout_after_conv).passed  # checking twice is the same
+    assert EX1.check(ex.solution_add_dropout_after_relus).passed  # checking twice is the same
+    assert EX1.check(on_relus(lambda m, a, out: F.dropout(out, 0.25, training=m.training))).passed
 
 
-def test_ex1_channel_dropout_also_passes():
-    assert ex.dropout_after_conv.check(lambda m, a, out: F.dropout2d(out, 0.25, training=m.training)).passed
+def test_ex1_stray_self_parameter_is_named():
+    def add(self, module):
+        if isinstance(module, nn.ReLU):
+            module.register_forward_hook(lambda m, a, out: F.dropout(out, 0.25, training=m.training))
+
+    msgs = failed(EX1.check(add))
+    assert "ONE argument" in msgs[SIGNATURE] and "(self, module)" in msgs[SIGNATURE]
+
+
+def test_ex1_hooks_on_every_module_are_named():
+    msgs = failed(EX1.check(lambda module: module.register_forward_hook(
+        lambda m, a, out: F.dropout(out, 0.25, training=m.training))))
+    assert "isinstance(module, nn.ReLU)" in msgs[ON_RELUS] and "Sequential" in msgs[ON_RELUS]
+
+
+def test_ex1_hooks_on_convs_instead_are_named():
+    def add(module):
+        if isinstance(module, nn.Conv2d):
+            module.register_forward_hook(lambda m, a, out: F.dropout(out, 0.25, training=m.training))
+
+    msgs = failed(EX1.check(add))
+    assert "Conv2d" in msgs[ON_RELUS]
+    assert "unchanged" in msgs[RETURNS]
+
+
+def test_ex1_pre_hook_is_named():
+    def add(module):
+        if isinstance(module, nn.ReLU):
+            module.register_forward_pre_hook(lambda m, a: F.dropout(a[0], 0.25, training=m.training))
+
+    assert "PRE-hooks" in failed(EX1.check(add))[ON_RELUS]
 
 
 def test_ex1_hook_that_rebinds_output_and_returns_none():
     def hook(module, args, output):
         output = F.dropout(output, p=0.25, training=module.training)  # noqa: F841 (the mistake)
 
-    msgs = failed(ex.dropout_after_conv.check(hook))
-    assert "your hook returns None, so the output is unchanged" in msgs["returns the new output"]
-    assert "rebinds a local name" in msgs["returns the new output"]
+    msgs = failed(EX1.check(on_relus(hook)))
+    assert list(msgs) == [RETURNS]
+    assert "your hook returns None, so the output is unchanged" in msgs[RETURNS]
+    assert "rebinds a local name" in msgs[RETURNS]
 
 
 def test_ex1_in_place_change_returning_none_is_named():
     def hook(module, args, output):
         F.dropout(output, p=0.25, training=module.training, inplace=True)
 
-    msgs = failed(ex.dropout_after_conv.check(hook))
-    assert "changes the output in place" in msgs["returns the new output"]
+    msgs = failed(EX1.check(on_relus(hook)))
+    assert "changes the output in place" in msgs[RETURNS]
 
 
 def test_ex1_ignoring_training_is_named():
-    msgs = failed(ex.dropout_after_conv.check(lambda m, a, out: F.dropout(out, p=0.25)))
-    assert list(msgs) == ["does nothing after model.eval() (respects module.training)"]
-    assert "ignores module.training" in next(iter(msgs.values()))
+    msgs = failed(EX1.check(on_relus(lambda m, a, out: F.dropout(out, p=0.25))))
+    assert list(msgs) == [TRAINING]
+    assert "ignore module.training" in msgs[TRAINING]
 
 
 def test_ex1_wrong_probability_is_named():
-    msgs = failed(ex.dropout_after_conv.check(lambda m, a, out: F.dropout(out, p=0.5, training=m.training)))
-    assert "p=0.25" in msgs["drops about 25% in training and rescales the rest"]
+    msgs = failed(EX1.check(on_relus(lambda m, a, out: F.dropout(out, p=0.75, training=m.training))))
+    assert "p=0.25" in msgs[RETURNS]
 
 
 def test_ex1_mask_without_rescaling_is_named():
@@ -64,23 +111,22 @@ def test_ex1_mask_without_rescaling_is_named():
             return output
         return output * (torch.rand_like(output) > 0.25)
 
-    msgs = failed(ex.dropout_after_conv.check(hook))
-    assert "1/(1-p)" in msgs["drops about 25% in training and rescales the rest"]
+    msgs = failed(EX1.check(on_relus(hook)))
+    assert "1/(1-p)" in msgs[RETURNS]
 
 
 def test_ex1_detached_output_is_named():
-    msgs = failed(ex.dropout_after_conv.check(lambda m, a, out: F.dropout(out.detach(), 0.25, training=m.training)))
-    assert list(msgs) == ["lets the gradient flow"]
+    msgs = failed(EX1.check(on_relus(lambda m, a, out: F.dropout(out.detach(), 0.25, training=m.training))))
+    assert list(msgs) == [GRADIENT]
 
 
-def test_ex1_stub_and_wrong_signature():
-    def stub(module, args, output):
+def test_ex1_stub():
+    def stub(module):
         raise NotImplementedError
 
-    verdict = ex.dropout_after_conv.check(stub)
-    assert not verdict.passed and all("not written yet" in m for m in verdict.mistakes)
-    msgs = failed(ex.dropout_after_conv.check(lambda module, output: output))
-    assert "hook(module, args, output)" in msgs["has the right signature"]
+    verdict = EX1.check(stub)
+    assert not verdict.passed and len(verdict.mistakes) == 4
+    assert all("not written yet" in m for m in verdict.mistakes)
 
 
 # ====================================================================== exercise 2: backward hook
@@ -202,14 +248,15 @@ def test_ex3_stub_says_not_written_yet():
 
 
 def test_solutions_show_their_code():
-    assert "training=module.training" in ex.dropout_after_conv.solution().code
+    assert "training=module.training" in ex.dropout_after_relus.solution().code
+    assert "isinstance(module, nn.ReLU)" in ex.dropout_after_relus.solution().code
     assert "g * 0.5" in ex.halve_input_grad.solution().code
     assert "output.detach()" in ex.capture.solution().code
 
 
 def test_checking_leaves_no_hooks_and_no_global_state():
     before = hooklab.count_hooks()
-    for exercise, fn in [(ex.dropout_after_conv, ex.solution_dropout_after_conv),
+    for exercise, fn in [(ex.dropout_after_relus, ex.solution_add_dropout_after_relus),
                          (ex.halve_input_grad, ex.solution_halve_input_grad), (ex.capture, ex.SolutionCapture)]:
         exercise.check(fn)
     assert hooklab.count_hooks() == before

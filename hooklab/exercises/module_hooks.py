@@ -1,16 +1,17 @@
 """Exercises of notebook 03 (module hooks), with their checkers and worked solutions.
 
-* :data:`dropout_after_conv` — a forward hook that adds dropout after a ``Conv2d``, correctly.
+* :data:`dropout_after_relus` — a function for ``model.apply`` that adds a dropout hook after every ReLU.
 * :data:`halve_input_grad` — a full backward hook that replaces ``grad_input``.
 * :data:`capture` — a class whose bound method captures a layer's outputs without their graph.
 
 >>> from hooklab.exercises import module_hooks as ex
->>> ex.dropout_after_conv.check(ex.solution_dropout_after_conv).passed
+>>> ex.dropout_after_relus.check(ex.solution_add_dropout_after_relus).passed
 True
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
 import torch
@@ -20,112 +21,152 @@ from torch import nn
 from .._signature import check_hook_signature
 from ..checker import Exercise, Mistake, expect_close
 
-__all__ = ["P_DROP", "dropout_after_conv", "halve_input_grad", "capture",
-           "solution_dropout_after_conv", "solution_halve_input_grad", "SolutionCapture"]
+__all__ = ["P_DROP", "dropout_after_relus", "halve_input_grad", "capture",
+           "solution_add_dropout_after_relus", "solution_halve_input_grad", "SolutionCapture"]
 
 #: The dropout probability exercise 1 asks for.
 P_DROP = 0.25
 
 
 # ====================================================================== exercise 1
-def solution_dropout_after_conv(module, args, output):
-    """A forward hook: dropout with p=0.25 on the conv's output, only while the module trains."""
-    # F.dropout returns a NEW tensor: hand it back to PyTorch with `return`.
-    # training=module.training: drop only while training, never after model.eval().
-    return F.dropout(output, p=0.25, training=module.training)
+def solution_add_dropout_after_relus(module):
+    """For ``model.apply``: on every ReLU, a forward hook that applies dropout (p=0.25) while training."""
+
+    def dropout(module, args, output):
+        # Return the new tensor: assigning it to `output` would change nothing.
+        # training=module.training: drop only while training, never after model.eval().
+        return F.dropout(output, p=0.25, training=module.training)
+
+    if isinstance(module, nn.ReLU):  # model.apply visits EVERY module, the model itself too
+        module.register_forward_hook(dropout)
 
 
-def _conv_case() -> tuple[nn.Conv2d, torch.Tensor, torch.Tensor]:
-    """A seeded conv layer, its input, and its output without any hook."""
-    torch.manual_seed(3)
-    conv = nn.Conv2d(2, 8, 3, padding=1)
-    x = torch.randn(8, 2, 8, 8)
-    with torch.no_grad():
-        plain = conv(x)
-    return conv, x, plain
+def _relu_case() -> tuple[nn.Sequential, torch.Tensor]:
+    """A seeded CNN (two ReLUs) and a batch of images."""
+    from ..module_lab import small_cnn
+
+    model = small_cnn(seed_value=3)
+    torch.manual_seed(4)
+    return model, torch.randn(8, 1, 8, 8)
 
 
-def _run_conv(fn: Callable, training: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Register ``fn`` as a forward hook on a fresh conv and run it; return (plain, hooked) outputs."""
-    conv, x, plain = _conv_case()
-    conv.train(training)
-    handle = conv.register_forward_hook(fn)
+def _check_one_argument(fn: Callable) -> None:
+    if not callable(fn):
+        raise Mistake(f"pass your function itself (no parentheses after its name), not a {type(fn).__name__}.")
     try:
-        torch.manual_seed(0)
-        out = conv(x)
-    finally:
-        handle.remove()
-    if not isinstance(out, torch.Tensor):
-        raise Mistake(f"your hook returned a {type(out).__name__}; a forward hook returns None or the new "
-                      "output tensor: `return F.dropout(output, ...)`.")
-    if out.shape != plain.shape:
-        raise Mistake(f"the conv's output has shape {list(out.shape)} after your hook, expected "
-                      f"{list(plain.shape)}: return the whole output with some values dropped.")
-    return plain, out
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(nn.ReLU())
+    except TypeError:
+        names = ", ".join(sig.parameters)
+        raise Mistake(f"your function takes ({names}), but model.apply calls it as fn(module), with ONE "
+                      "argument. Define it as `def add_dropout_after_relus(module):` (a stray `self` "
+                      "belongs only to methods).") from None
 
 
-def _check_returns_output(fn: Callable) -> None:
-    conv, x, plain = _conv_case()
-    conv.train()
-    given = plain.clone()
+def _applied(fn: Callable) -> tuple[nn.Sequential, torch.Tensor]:
+    """A fresh model after ``model.apply(fn)``."""
+    _check_one_argument(fn)
+    model, images = _relu_case()
+    model.apply(fn)
+    return model, images
+
+
+def _check_registers_on_relus(fn: Callable) -> None:
+    model, _ = _applied(fn)
+    relus = [m for m in model.modules() if isinstance(m, nn.ReLU)]
+    others = sorted({type(m).__name__ for m in model.modules()
+                     if not isinstance(m, nn.ReLU) and (m._forward_hooks or m._forward_pre_hooks)})
+    if any(m._forward_pre_hooks for m in relus) and not any(m._forward_hooks for m in relus):
+        raise Mistake("you registered forward PRE-hooks on the ReLUs: they change the ReLU's input. Dropout "
+                      "after a ReLU changes its output: use module.register_forward_hook.")
+    if others:
+        raise Mistake(f"your function also registered hooks on {', '.join(others)}: model.apply calls it for "
+                      "every module (the model itself too), so register only when `isinstance(module, nn.ReLU)`.")
+    counts = [len(m._forward_hooks) for m in relus]
+    if not any(counts):
+        raise Mistake("model.apply(your function) registered no forward hook on the ReLUs: inside it, check "
+                      "`isinstance(module, nn.ReLU)` and call `module.register_forward_hook(...)`.")
+    if counts != [1] * len(relus):
+        raise Mistake(f"the ReLUs got {counts} forward hooks; each should get exactly one.")
+
+
+def _probe(fn: Callable, training: bool) -> list[tuple[torch.Tensor, torch.Tensor, list[Callable]]]:
+    """Run the model after ``model.apply(fn)``; per ReLU: (plain ReLU output, final output, its hooks)."""
+    model, images = _applied(fn)
+    model.train(training)
+    seen = []
+    relus = [m for m in model.modules() if isinstance(m, nn.ReLU)]
+    for relu in relus:
+        hooks = list(relu._forward_hooks.values())
+        relu.register_forward_hook(
+            lambda module, args, output, hooks=hooks: seen.append((F.relu(args[0]).detach(), output, hooks)))
     torch.manual_seed(0)
-    result = fn(conv, (x,), given)
-    if result is None:
-        if not torch.equal(given, plain):
-            raise Mistake("your hook returns None and changes the output in place (inplace=True or `output[...] "
-                          "= ...`). Return the new output instead: `return F.dropout(output, p=0.25, "
-                          "training=module.training)`; in-place changes to a module's output can break the "
-                          "backward pass.")
-        raise Mistake("your hook returns None, so the output is unchanged: assigning `output = F.dropout(...)` "
-                      "only rebinds a local name inside your function. A forward hook changes the output only "
-                      "through its return value: `return F.dropout(output, p=0.25, training=module.training)`.")
-    if result is given and torch.equal(given, plain):
-        raise Mistake("your hook returns the output unchanged: return the output with dropout applied.")
+    model(images)
+    return seen
 
 
-def _check_drops_in_training(fn: Callable) -> None:
-    plain, out = _run_conv(fn, training=True)
-    dropped = (out == 0) & (plain != 0)
-    share = dropped.float().mean().item()
-    if share == 0:
-        raise Mistake("in training mode your hook dropped nothing: apply dropout to `output` with p=0.25 "
-                      "(F.dropout(output, p=0.25, training=module.training)).")
-    if not 0.12 <= share <= 0.40:
-        raise Mistake(f"in training mode your hook dropped {share:.0%} of the values; with p=0.25 about 25% "
-                      "should be dropped. Pass p=0.25 (the probability of dropping, not of keeping).")
-    kept = (out != 0) & (plain != 0)
-    ratio = (out[kept] / plain[kept])
+def _check_returns_new_output(fn: Callable) -> None:
+    seen = _probe(fn, training=True)
+    for plain, out, hooks in seen:
+        for hook in hooks:
+            given = plain.clone()
+            torch.manual_seed(0)
+            result = hook(nn.ReLU().train(), (plain,), given)
+            if result is None and not torch.equal(given, plain):
+                raise Mistake("your hook returns None and changes the output in place (inplace=True or "
+                              "`output[...] = ...`). Return the new output instead: `return F.dropout(output, "
+                              "p=0.25, training=module.training)`; in-place changes to a ReLU's output break "
+                              "the backward pass.")
+            if result is None:
+                raise Mistake("your hook returns None, so the output is unchanged: assigning `output = "
+                              "F.dropout(...)` only rebinds a local name inside your function. Return it: "
+                              "`return F.dropout(output, p=0.25, training=module.training)`.")
+    if not seen or all(torch.equal(plain, out) for plain, out, _ in seen):
+        raise Mistake("in training mode the ReLUs' outputs are unchanged: the hook on each ReLU should "
+                      "return F.dropout(output, p=0.25, training=module.training).")
+    plain = torch.cat([p.flatten() for p, _, _ in seen])
+    out = torch.cat([o.detach().flatten() for _, o, _ in seen])
+    alive = plain != 0
+    share = ((out == 0) & alive).float().sum().item() / alive.sum().item()
+    if not 0.15 <= share <= 0.35:
+        raise Mistake(f"in training mode your hooks dropped {share:.0%} of the ReLUs' non-zero outputs; with "
+                      "p=0.25 about 25% should be dropped. Pass p=0.25 (the probability of dropping, not of "
+                      "keeping).")
+    kept = (out != 0) & alive
+    ratio = out[kept] / plain[kept]
     if not torch.allclose(ratio, torch.full_like(ratio, 1 / (1 - P_DROP)), atol=1e-4):
-        median = ratio.median().item()
-        raise Mistake(f"the values that were kept are multiplied by {median:.3g}, expected 1/(1-p) = "
-                      f"{1 / (1 - P_DROP):.4g}: dropout rescales what it keeps. Use F.dropout (or "
-                      "F.dropout2d) instead of multiplying by a mask yourself.")
+        raise Mistake(f"the values that were kept are multiplied by {ratio.median().item():.3g}, expected "
+                      f"1/(1-p) = {1 / (1 - P_DROP):.4g}: dropout rescales what it keeps, so the expected sum "
+                      "stays the same. Use F.dropout instead of multiplying by a mask yourself.")
 
 
 def _check_keeps_gradient(fn: Callable) -> None:
-    _, out = _run_conv(fn, training=True)
-    if out.grad_fn is None:
-        raise Mistake("the new output has no grad_fn, so no gradient can flow back through this layer: "
-                      "do not detach it or compute it under torch.no_grad().")
+    seen = _probe(fn, training=True)
+    if any(out.grad_fn is None for _, out, _ in seen):
+        raise Mistake("a ReLU's new output has no grad_fn, so no gradient can flow back through it: do not "
+                      "detach it or compute it under torch.no_grad().")
 
 
 def _check_respects_training(fn: Callable) -> None:
-    plain, out = _run_conv(fn, training=False)
-    if not torch.allclose(out, plain):
-        raise Mistake("after model.eval() your hook still drops values: it ignores module.training. Pass "
+    seen = _probe(fn, training=False)
+    if not all(torch.allclose(out, plain) for plain, out, _ in seen):
+        raise Mistake("after model.eval() your hooks still drop values: they ignore module.training. Pass "
                       "training=module.training to F.dropout, so dropout is only active while training.")
 
 
-dropout_after_conv = Exercise(
-    "Exercise 1 · dropout after a conv, done right",
+dropout_after_relus = Exercise(
+    "Exercise 1 · dropout after every ReLU, with model.apply",
     [
-        ("returns the new output", _check_returns_output),
-        ("drops about 25% in training and rescales the rest", _check_drops_in_training),
+        ("takes one argument, the module (as model.apply calls it)", _check_one_argument),
+        ("registers one forward hook on each ReLU, nothing elsewhere", _check_registers_on_relus),
+        ("returns the new output: about 25% dropped, the rest rescaled", _check_returns_new_output),
         ("lets the gradient flow", _check_keeps_gradient),
         ("does nothing after model.eval() (respects module.training)", _check_respects_training),
     ],
-    hook_kind="forward",
-    solution=solution_dropout_after_conv,
+    solution=solution_add_dropout_after_relus,
 )
 
 
