@@ -1,0 +1,217 @@
+"""Exercises of notebook 02 (tensor hooks): a clamping gradient hook, and logging gradients by name.
+
+>>> from hooklab.exercises.tensor_hooks import clamp_exercise, clamp_hook
+>>> print(clamp_exercise.check(clamp_hook))
+Clamp the gradient: all 5 checks passed
+  ✓ has the right signature
+  ✓ returns a new gradient
+  ✓ leaves the gradient it is given unchanged
+  ✓ clamps every element to [-1, 1]
+  ✓ works in a real backward pass
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from ..checker import Exercise, Mistake, expect_close
+
+__all__ = ["clamp_exercise", "log_exercise", "clamp_hook", "log_grad_norms"]
+
+
+# ---------------------------------------------------------------- exercise 1: clamp the gradient
+def clamp_hook(grad: torch.Tensor) -> torch.Tensor:
+    """A tensor hook: the gradient with every element clamped to [-1, 1].
+
+    >>> clamp_hook(torch.tensor([-3.0, 0.5, 2.0])).tolist()
+    [-1.0, 0.5, 1.0]
+    """
+    return grad.clamp(-1.0, 1.0)  # a new tensor; `grad` itself stays as it was
+
+
+_GRAD = (-3.0, -0.5, 0.25, 2.0)
+_CLAMPED = (-1.0, -0.5, 0.25, 1.0)
+
+
+def _returns_new(fn: Callable) -> None:
+    grad = torch.tensor(_GRAD)
+    out = fn(grad)
+    if out is None:
+        if not torch.equal(grad, torch.tensor(_GRAD)):
+            raise Mistake("your hook changed the gradient in place and returned None. Return a new tensor "
+                          "instead: `return grad.clamp(-1, 1)`.")
+        raise Mistake("your hook returns None, so the gradient is unchanged: return the new gradient, "
+                      "e.g. `return grad.clamp(-1, 1)`.")
+    if not isinstance(out, torch.Tensor):
+        raise Mistake(f"your hook returns a {type(out).__name__}; a tensor hook must return a tensor "
+                      "(the new gradient) or None.")
+
+
+def _not_in_place(fn: Callable) -> None:
+    grad = torch.tensor(_GRAD)
+    fn(grad)
+    if not torch.equal(grad, torch.tensor(_GRAD)):
+        raise Mistake("your hook changed the gradient it was given in place (clamp_, mul_, grad[...] = ...). "
+                      "PyTorch may share that tensor with other parts of the graph, and for a loss like "
+                      "`x.sum()` it refuses the write with a RuntimeError. Build a new tensor: "
+                      "`return grad.clamp(-1, 1)`.")
+
+
+def _clamps(fn: Callable) -> None:
+    grad = torch.tensor(_GRAD)
+    out = fn(grad.clone())
+    if isinstance(out, torch.Tensor) and out.shape == grad.shape:
+        ratio = out / grad
+        if torch.allclose(ratio, ratio[0].expand_as(ratio)) and not torch.allclose(out, grad):
+            raise Mistake(f"your hook scaled the whole gradient by {ratio[0].item():.3g} (as clip_grad_norm_ does); "
+                          "this exercise asks for an element-wise clamp: entries beyond ±1 become ±1, the others "
+                          "stay as they are.")
+        if torch.allclose(out, grad):
+            raise Mistake("your hook returns the gradient unchanged: clamp it, e.g. `return grad.clamp(-1, 1)`.")
+    expect_close(out, _CLAMPED, f"for the gradient {list(_GRAD)}, what your hook returns")
+
+
+def _in_backward(fn: Callable) -> None:
+    v = torch.zeros(4, requires_grad=True)
+    handle = v.register_hook(fn)
+    try:
+        (v * torch.tensor(_GRAD)).sum().backward()
+    finally:
+        handle.remove()
+    expect_close(v.grad, _CLAMPED, "after a backward pass with your hook on v, v.grad")
+
+
+clamp_exercise = Exercise(
+    "Clamp the gradient",
+    [("returns a new gradient", _returns_new),
+     ("leaves the gradient it is given unchanged", _not_in_place),
+     ("clamps every element to [-1, 1]", _clamps),
+     ("works in a real backward pass", _in_backward)],
+    hook_kind="tensor",
+    solution=clamp_hook,
+)
+
+
+# ---------------------------------------------------------------- exercise 2: log gradient norms by name
+def log_grad_norms(model: nn.Module, log: dict[str, float]) -> list:
+    """On every parameter of ``model``, a hook that stores its gradient's norm in ``log[name]``.
+
+    Returns the handles, so that the caller can remove the hooks again.
+
+    >>> model, log = nn.Linear(2, 1), {}
+    >>> handles = log_grad_norms(model, log)
+    >>> model(torch.ones(2)).sum().backward(); sorted(log)
+    ['bias', 'weight']
+    """
+    handles = []
+    for name, param in model.named_parameters():
+        def hook(grad, name=name):  # name=name binds this loop's name (late binding, notebook 01)
+            log[name] = grad.norm().item()  # only look: returning None keeps the gradient
+        handles.append(param.register_hook(hook))
+    return handles
+
+
+def _model() -> nn.Sequential:
+    with torch.random.fork_rng(devices=[]):  # the same weights every time; the notebook's RNG is left alone
+        torch.manual_seed(3)
+        return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+
+
+def _backward(model: nn.Module) -> None:
+    x = torch.linspace(-1.0, 1.0, 6).reshape(2, 3)
+    model(x).pow(2).sum().backward()
+
+
+def _expected() -> tuple[dict[str, float], dict[str, torch.Tensor]]:
+    model = _model()
+    _backward(model)
+    return ({n: p.grad.norm().item() for n, p in model.named_parameters()},
+            {n: p.grad.clone() for n, p in model.named_parameters()})
+
+
+def _handles(fn: Callable) -> None:
+    model, log = _model(), {}
+    handles = fn(model, log)
+    if handles is None:
+        raise Mistake("your function returns None: collect the handles that register_hook returns in a list "
+                      "and return it, so the hooks can be removed later.")
+    handles = list(handles)
+    n = len(list(model.parameters()))
+    if len(handles) != n:
+        raise Mistake(f"you returned {len(handles)} handle{'s' if len(handles) != 1 else ''}; the model has {n} "
+                      "parameters: register one hook on each of model.named_parameters().")
+    if not all(hasattr(h, "remove") for h in handles):
+        raise Mistake("return the handles themselves (what param.register_hook(...) returns), not other values.")
+    for h in handles:
+        h.remove()
+
+
+def _logs_by_name(fn: Callable) -> None:
+    model, log = _model(), {}
+    handles = fn(model, log) or []
+    try:
+        if log:
+            raise Mistake("the log was filled before any backward pass: write the norms from inside the hook.")
+        _backward(model)
+    finally:
+        for h in handles:
+            h.remove()
+    want, _ = _expected()
+    names = list(want)
+    if len(log) == 1 and names[-1] in log:
+        raise Mistake(f"everything was logged under {names[-1]!r}, the last name: every hook looked `name` up "
+                      "after the loop had finished (late binding). Bind it per hook: `def hook(grad, name=name):`.")
+    missing = [n for n in names if n not in log]
+    if missing:
+        raise Mistake(f"these names are missing from the log: {missing}; it holds {sorted(log)}. Use the names "
+                      "from model.named_parameters() as keys.")
+    for name in names:
+        value = log[name]
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                raise Mistake(f"log[{name!r}] holds a tensor of shape {list(value.shape)}; store one number, "
+                              "grad.norm().item().")
+            value = value.item()
+        if abs(float(value) - want[name]) > 1e-4:
+            raise Mistake(f"log[{name!r}] is {float(value):.4f}, but that gradient's norm is {want[name]:.4f}: "
+                          "store grad.norm().item() of the gradient the hook receives.")
+
+
+def _grads_unchanged(fn: Callable) -> None:
+    model, log = _model(), {}
+    handles = fn(model, log) or []
+    try:
+        _backward(model)
+    finally:
+        for h in handles:
+            h.remove()
+    _, grads = _expected()
+    for name, param in model.named_parameters():
+        if param.grad is None or not torch.allclose(param.grad, grads[name]):
+            raise Mistake(f"with your hooks on, {name}'s gradient changed: a logging hook only looks, so it "
+                          "returns None (no `return grad * ...`) and changes nothing in place.")
+
+
+def _remove_stops(fn: Callable) -> None:
+    model, log = _model(), {}
+    handles = list(fn(model, log) or [])
+    for h in handles:
+        h.remove()
+    log.clear()
+    _backward(model)
+    if log:
+        raise Mistake(f"after removing every handle you returned, a backward pass still logged {sorted(log)}: "
+                      "return the handles of all the hooks you registered.")
+
+
+log_exercise = Exercise(
+    "Log gradient norms by parameter name",
+    [("returns one handle per parameter", _handles),
+     ("logs each parameter under its own name, with its gradient's norm", _logs_by_name),
+     ("leaves the gradients unchanged", _grads_unchanged),
+     ("removing the handles stops the logging", _remove_stops)],
+    solution=log_grad_norms,
+)
