@@ -85,7 +85,7 @@ class Panel(W.VBox):
         self.view.add_class("hooklab-view")
         if self.image is not None:
             self.image.add_class("hooklab-plot")
-        self.refresh()
+        self._stale = True  # rendered on display or first read, not once per control added
 
     # ------------------------------------------------------------------ building
     def toggle(self, name: str, register: Callable[[Hooks, "Panel"], Any], *, value: bool = False,
@@ -126,7 +126,7 @@ class Panel(W.VBox):
 
     def _add_control(self, widget: W.Widget) -> None:
         self._controls.children = (*self._controls.children, widget)
-        self.refresh()
+        self._stale = True
 
     def _add_input(self, name: str, widget: W.ValueWidget) -> Any:
         self._inputs[name] = widget
@@ -165,8 +165,13 @@ class Panel(W.VBox):
             return
         self.refresh()
 
+    def _fresh(self) -> None:
+        if self._stale:
+            self.refresh()
+
     def refresh(self) -> None:
         """Rebuild the view from ``render`` (and ``plot``)."""
+        self._stale = False
         start = time.perf_counter()
         try:
             result = self._render(self)
@@ -210,6 +215,7 @@ class Panel(W.VBox):
 
     def state(self) -> dict[str, Any]:
         """The controls' values, the number of hooks the panel holds, and the view's rows."""
+        self._fresh()
         return {**self.values, "hooks": self.hook_count(), **self.rows}
 
     def hook_count(self) -> int:
@@ -219,6 +225,7 @@ class Panel(W.VBox):
     @property
     def text(self) -> str:
         """The view as plain text (tags stripped)."""
+        self._fresh()
         if self.rows:
             return "\n".join(f"{k}: {_fmt(v)}" for k, v in self.rows.items())
         return html.unescape(re.sub(r"<[^>]+>", " ", self.view.value)).strip()
@@ -235,6 +242,7 @@ class Panel(W.VBox):
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         """The live widget, plus an HTML snapshot that a stored notebook shows before it runs."""
+        self._fresh()
         bundle = super()._repr_mimebundle_(**kwargs)
         if isinstance(bundle, dict):
             controls = ", ".join(f"{k} = {_fmt(v)}" for k, v in self.values.items()) or "no controls"

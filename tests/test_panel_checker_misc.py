@@ -92,7 +92,7 @@ def test_panel_with_plot_dropdown_and_html_view():
     panel.set(which="y")
     assert calls[-1] == "y" and panel.image.value[:4] == b"\x89PNG"
     assert panel.text == "y" and panel.rows == {}
-    assert panel.last_update_ms > 0 and panel.updates >= 2
+    assert panel.last_update_ms > 0 and panel.updates == 1  # built lazily: only the set() rendered
     bundle = panel._repr_mimebundle_()
     assert "a live panel" in bundle["text/html"] and bundle["text/plain"] == "<hooklab Panel 'plot': which>"
     panel.close_panel()
@@ -201,3 +201,22 @@ def test_feature_grid_and_png():
     assert hooklab.plots.to_png(fig)[:4] == b"\x89PNG"
     with pytest.raises(ValueError, match="C, H, W"):
         hooklab.plots.feature_grid(hooklab.plots.figure(), torch.randn(8, 8))
+
+
+def test_panel_renders_once_when_shown_not_once_per_control():
+    calls = []
+
+    def render(p):
+        calls.append(dict(p.values))
+        return {"n": len(calls)}
+
+    panel = hooklab.Panel("lazy", render)
+    for name in "abcde":
+        panel.toggle(name, lambda hooks, p: None)
+    panel.slider("s", 0, 1, 0.1, 0.5)
+    assert calls == []  # nothing rendered while the panel is being built
+    panel._repr_mimebundle_()
+    assert len(calls) == 1
+    panel.set(a=True)
+    assert len(calls) == 2 and panel.state()["n"] == 2
+    panel.close_panel()
