@@ -1,0 +1,363 @@
+"""Training diagnostics with hooks: activation statistics and gradient flow, step by step.
+
+The hooks compute their statistics *inside* the hook and keep only Python floats (and one small
+histogram per step), so recording every step of a training run costs little memory and keeps no
+tensor, let alone an autograd graph, alive.
+
+* :class:`ActivationStats`: a forward hook per chosen layer records, for every training step, the
+  mean and standard deviation of the layer's output, the share of outputs that are zero, the share
+  of *dead units* (channels that are zero for every example and position of the batch), and a
+  histogram of the values (the "colorful dimension" plot shows these histograms side by side).
+* :class:`GradNorms`: a post-accumulate-grad hook on each layer's weight records the norm of its
+  gradient after every backward pass (the gradient flow through the network).
+* :func:`run` trains a :func:`hooklab.shapes.tiny_cnn` with both attached and returns a :class:`Run`.
+
+>>> import hooklab.shapes as shapes, hooklab.diagnostics as diag
+>>> model = shapes.tiny_cnn()
+>>> with diag.ActivationStats(model, "relu*") as stats:
+...     _ = model(torch.randn(8, 1, 32, 32))
+>>> list(stats), len(stats["relu1"].mean)
+(['relu1', 'relu2', 'relu3'], 1)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+from torch import nn
+
+from ._table import Table
+from .hooks import Hooks
+from .selection import select
+
+__all__ = ["LayerStats", "ActivationStats", "GradNorms", "Run", "run", "dead_share",
+           "plot_stats", "plot_colorful", "plot_grad_flow", "plot_runs"]
+
+
+def dead_share(output: torch.Tensor) -> float:
+    """The share of units (channels for ``[N, C, H, W]``, features for ``[N, C]``) whose output is
+    ``<= 0`` for every example and position: units that are "dead" on this batch.
+
+    >>> dead_share(torch.tensor([[0.0, 1.0], [0.0, 2.0]]))  # unit 0 is zero for both examples
+    0.5
+    """
+    if output.dim() < 2:
+        raise ValueError(f"expected a batch [N, C, ...], got shape {list(output.shape)}.")
+    dims = [d for d in range(output.dim()) if d != 1]
+    return (output.detach().amax(dim=dims) <= 0).float().mean().item()
+
+
+@dataclass
+class LayerStats:
+    """One layer's statistics, one entry per recorded step (``hist`` holds one list of counts per step)."""
+
+    name: str
+    mean: list[float] = field(default_factory=list)
+    std: list[float] = field(default_factory=list)
+    zeros: list[float] = field(default_factory=list)
+    dead: list[float] = field(default_factory=list)
+    hist: list[list[float]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.mean)
+
+    def clear(self) -> None:
+        """Forget every recorded step."""
+        for values in (self.mean, self.std, self.zeros, self.dead, self.hist):
+            values.clear()
+
+    def last(self, n: int = 10) -> dict[str, float]:
+        """The averages over the last ``n`` steps: ``{"mean", "std", "zeros", "dead"}``.
+
+        >>> s = LayerStats("relu1", mean=[1.0, 3.0], std=[0.0, 0.0], zeros=[0.5, 0.5], dead=[0.0, 1.0])
+        >>> s.last(2)
+        {'mean': 2.0, 'std': 0.0, 'zeros': 0.5, 'dead': 0.5}
+        """
+        if not self.mean:
+            raise LookupError(f"nothing recorded for {self.name!r} yet: run a training step first.")
+        return {k: sum(v[-n:]) / len(v[-n:]) for k, v in
+                (("mean", self.mean), ("std", self.std), ("zeros", self.zeros), ("dead", self.dead))}
+
+
+class ActivationStats:
+    """Forward hooks that record per-step statistics of chosen layers' outputs.
+
+    Args:
+        model: the model.
+        patterns: layer names or globs, as in :func:`hooklab.select` (``"relu*"``).
+        bins, hist_max: the histogram of each output has ``bins`` bins over ``[0, hist_max]``
+            (values above land in the last bin).
+        training_only: record only while the layer is in training mode, so evaluating the model
+            (``model.eval()``) does not add steps.
+        name: the owning :class:`hooklab.Hooks` name; re-creating an ``ActivationStats`` with the
+            same name (the default is derived from the model) removes the older one's hooks.
+
+    ``stats["relu2"].dead`` is the list of dead-unit shares, one per step. Use it as a context
+    manager, or call :meth:`remove`.
+    """
+
+    def __init__(self, model: nn.Module, *patterns: str, bins: int = 40, hist_max: float = 4.0,
+                 training_only: bool = True, name: str | None = None) -> None:
+        self.modules = select(model, *patterns)
+        if not self.modules:
+            raise ValueError("no layer matched: nothing to record.")
+        self.bins, self.hist_max, self.training_only = bins, hist_max, training_only
+        self.layers: dict[str, LayerStats] = {n: LayerStats(n) for n in self.modules}
+        self.hooks = Hooks(name or f"ActivationStats@{id(model):x}")
+        for layer_name, module in self.modules.items():
+            self.hooks.forward(module, self._make_hook(self.layers[layer_name]), key=layer_name)
+
+    def _make_hook(self, stats: LayerStats) -> Callable:
+        bins, hist_max, training_only = self.bins, self.hist_max, self.training_only
+
+        def record_stats(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+            if training_only and not module.training:
+                return
+            a = output.detach().float()
+            stats.mean.append(a.mean().item())
+            stats.std.append(a.std().item())
+            stats.zeros.append((a <= 0).float().mean().item())
+            stats.dead.append(dead_share(a))
+            stats.hist.append(torch.histc(a.clamp(max=hist_max), bins, 0.0, hist_max).tolist())
+
+        return record_stats
+
+    def __getitem__(self, name: str) -> LayerStats:
+        if name not in self.layers:
+            raise KeyError(f"no statistics for {name!r}; recorded layers: {list(self.layers)}.")
+        return self.layers[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.layers)
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def table(self, n: int = 10) -> Table:
+        """Mean, std, zero share and dead share per layer, averaged over the last ``n`` steps."""
+        rows = []
+        for name, s in self.layers.items():
+            last = s.last(n)
+            rows.append([name, f"{last['mean']:.3f}", f"{last['std']:.3f}", f"{last['zeros']:.0%}", f"{last['dead']:.0%}"])
+        return Table(["layer", "mean", "std", "zeros", "dead units"], rows)
+
+    def clear(self) -> None:
+        """Forget every recorded step; keep recording."""
+        for s in self.layers.values():
+            s.clear()
+
+    def remove(self) -> None:
+        """Remove the hooks (the statistics stay readable)."""
+        self.hooks.clear()
+
+    def __enter__(self) -> "ActivationStats":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def __repr__(self) -> str:
+        steps = max((len(s) for s in self.layers.values()), default=0)
+        state = "recording" if len(self.hooks) else "removed"
+        return f"ActivationStats({list(self.layers)}, {steps} steps, {state})"
+
+
+class GradNorms:
+    """Post-accumulate-grad hooks on the weights of chosen layers: the gradient norm after every
+    backward pass, per layer (``norms["conv1"]`` is a list of floats, one per step).
+
+    >>> import hooklab.shapes as shapes
+    >>> model = shapes.tiny_cnn()
+    >>> with GradNorms(model, "conv*", "fc") as g:
+    ...     model(torch.randn(4, 1, 32, 32)).sum().backward()
+    >>> list(g.norms), len(g.norms["fc"])
+    (['conv1', 'conv2', 'conv3', 'fc'], 1)
+    """
+
+    def __init__(self, model: nn.Module, *patterns: str, name: str | None = None) -> None:
+        self.modules = {n: m for n, m in select(model, *patterns).items()
+                        if isinstance(getattr(m, "weight", None), torch.Tensor)}
+        if not self.modules:
+            raise ValueError("no selected layer has a weight: nothing to record.")
+        self.norms: dict[str, list[float]] = {n: [] for n in self.modules}
+        self.hooks = Hooks(name or f"GradNorms@{id(model):x}")
+        for layer_name, module in self.modules.items():
+            self.hooks.post_accumulate_grad(module.weight, self._make_hook(self.norms[layer_name]), key=layer_name)
+
+    @staticmethod
+    def _make_hook(store: list[float]) -> Callable:
+        def record_norm(param: torch.Tensor) -> None:
+            store.append(param.grad.norm().item())
+        return record_norm
+
+    def clear(self) -> None:
+        """Forget every recorded step; keep recording."""
+        for values in self.norms.values():
+            values.clear()
+
+    def remove(self) -> None:
+        """Remove the hooks (the norms stay readable)."""
+        self.hooks.clear()
+
+    def __enter__(self) -> "GradNorms":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def __repr__(self) -> str:
+        steps = max((len(v) for v in self.norms.values()), default=0)
+        return f"GradNorms({list(self.norms)}, {steps} steps)"
+
+
+@dataclass
+class Run:
+    """One diagnosed training run: its settings, the activation statistics, the gradient norms,
+    the loss per step and the test accuracy."""
+
+    init: str
+    lr: float
+    stats: ActivationStats
+    grads: GradNorms
+    losses: list[float]
+    test_accuracy: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.init}, lr={self.lr:g}"
+
+    def summary(self, layer: str = "relu3", n: int = 10) -> dict[str, Any]:
+        """Rounded numbers that sum the run up: loss, accuracy and ``layer``'s last-``n``-step statistics."""
+        last = self.stats[layer].last(n)
+        finite = [x for x in self.losses[-n:] if math.isfinite(x)]
+        return {
+            "run": self.label,
+            "final loss": round(sum(finite) / len(finite), 3) if finite else float("nan"),
+            "test accuracy": f"{self.test_accuracy:.1%}",
+            f"{layer} mean": round(last["mean"], 3),
+            f"{layer} std": round(last["std"], 3),
+            f"{layer} dead units": f"{last['dead']:.0%}",
+            "conv1 grad norm": round(_mean_last(self.grads.norms["conv1"], n), 4),
+        }
+
+    def __repr__(self) -> str:
+        return f"Run({self.label}: {len(self.losses)} steps, test accuracy {self.test_accuracy:.1%})"
+
+
+def _mean_last(values: Sequence[float], n: int) -> float:
+    tail = [v for v in values[-n:] if math.isfinite(v)]
+    return sum(tail) / len(tail) if tail else float("nan")
+
+
+def run(init: str = "kaiming", lr: float = 0.006, *, steps: int | None = None, epochs: int = 4,
+        n_train: int = 2048, n_test: int = 512, seed: int = 0, inplace: bool = False,
+        hist_max: float = 4.0) -> Run:
+    """Train a fresh :func:`hooklab.shapes.tiny_cnn` with ``init`` and ``lr`` while
+    :class:`ActivationStats` (on the ReLUs) and :class:`GradNorms` (on conv and linear weights)
+    record every step; remove the hooks and return a :class:`Run`.
+
+    ``steps`` stops after that many steps (a short run for a live lab).
+
+    >>> r = run(steps=3, n_train=96, n_test=32)
+    >>> len(r.losses), len(r.stats["relu1"].mean), len(r.grads.norms["conv1"])
+    (3, 3, 3)
+    """
+    from . import shapes
+
+    train_set, test_set = shapes.default_data(n_train, n_test)
+    model = shapes.init_weights(shapes.tiny_cnn(inplace=inplace), init, seed=seed)
+    with ActivationStats(model, "relu*", hist_max=hist_max, name="diagnostics.run:stats") as stats, \
+            GradNorms(model, "conv*", "fc", name="diagnostics.run:grads") as grads:
+        result = shapes.train(model, train_set, test=test_set, epochs=epochs, lr=lr, max_steps=steps, seed=seed)
+    return Run(init, lr, stats, grads, result.losses, result.test_accuracy)
+
+
+# ---------------------------------------------------------------------- plots
+_COLORS = ("#1f5f99", "#e07b39", "#3a923a", "#b3261e", "#7b4fa0")
+
+
+def plot_stats(fig: Any, stats: ActivationStats, layers: Sequence[str] | None = None, title: str = "") -> Any:
+    """Three panels over the training steps: the mean, the std and the dead-unit share of each layer.
+
+    >>> from hooklab.plots import figure
+    >>> r = run(steps=2, n_train=64, n_test=32)
+    >>> len(plot_stats(figure(), r.stats).axes)
+    3
+    """
+    layers = list(layers or stats.layers)
+    axes = fig.subplots(1, 3)
+    for ax, key, label in zip(axes, ("mean", "std", "dead"), ("mean", "std", "dead units (share)")):
+        for i, name in enumerate(layers):
+            ax.plot(getattr(stats[name], key), color=_COLORS[i % len(_COLORS)], lw=1.2, label=name)
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[2].set_ylim(-0.05, 1.05)
+    axes[0].legend(fontsize=7, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    return fig
+
+
+def plot_colorful(ax: Any, stats: LayerStats, hist_max: float = 4.0, title: str = "") -> Any:
+    """The "colorful dimension": one column per step, the histogram of the layer's output values
+    bottom (0) to top (``hist_max``), coloured by log(1 + count). A healthy layer shows a band that
+    spreads upward; a collapsed one sits in the bottom row (everything at zero).
+
+    >>> from hooklab.plots import figure
+    >>> r = run(steps=2, n_train=64, n_test=32)
+    >>> plot_colorful(figure().add_subplot(), r.stats["relu2"]).get_title()
+    'relu2: histogram per step'
+    """
+    if not stats.hist:
+        raise LookupError(f"no histograms recorded for {stats.name!r} yet.")
+    h = torch.tensor(stats.hist).T.log1p()
+    ax.imshow(h.numpy(), origin="lower", aspect="auto", cmap="viridis", extent=(0, len(stats.hist), 0, hist_max))
+    ax.set_xlabel("step", fontsize=8)
+    ax.set_ylabel("activation value", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.set_title(title or f"{stats.name}: histogram per step", fontsize=9)
+    return ax
+
+
+def plot_grad_flow(ax: Any, grads: GradNorms, title: str = "gradient norm per layer") -> Any:
+    """The weight-gradient norm of each layer over the steps, on a log scale.
+
+    >>> from hooklab.plots import figure
+    >>> r = run(steps=2, n_train=64, n_test=32)
+    >>> len(plot_grad_flow(figure().add_subplot(), r.grads).lines)
+    4
+    """
+    for i, (name, values) in enumerate(grads.norms.items()):
+        ax.plot([v if v > 0 else float("nan") for v in values], color=_COLORS[i % len(_COLORS)], lw=1, label=name)
+    ax.set_yscale("log")
+    ax.set_xlabel("step", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7, frameon=False)
+    ax.set_title(title, fontsize=9)
+    return ax
+
+
+def plot_runs(fig: Any, runs: Sequence[Run], layer: str = "relu3", hist_max: float = 4.0) -> Any:
+    """One row per run: ``layer``'s colorful dimension, its dead-unit share and the gradient flow.
+
+    >>> from hooklab.plots import figure
+    >>> r = run(steps=2, n_train=64, n_test=32)
+    >>> len(plot_runs(figure((9, 4)), [r, r]).axes)
+    6
+    """
+    axes = fig.subplots(len(runs), 3, squeeze=False)
+    for row, r in zip(axes, runs):
+        plot_colorful(row[0], r.stats[layer], hist_max, title=f"{r.label}\n{layer}: histogram per step")
+        row[1].plot(r.stats[layer].dead, color=_COLORS[3], lw=1.2, label="dead units")
+        row[1].plot(r.stats[layer].zeros, color=_COLORS[0], lw=1.2, label="zeros")
+        row[1].set_ylim(-0.05, 1.05)
+        row[1].set_title(f"{layer}: share of zeros, dead units", fontsize=9)
+        row[1].set_xlabel("step", fontsize=8)
+        row[1].tick_params(labelsize=7)
+        row[1].legend(fontsize=7, frameon=False)
+        plot_grad_flow(row[2], r.grads, title=f"gradient norms (accuracy {r.test_accuracy:.0%})")
+    return fig

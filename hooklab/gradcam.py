@@ -1,0 +1,177 @@
+"""Grad-CAM from two hooks: a forward hook on a layer and a tensor hook on that layer's output.
+
+Grad-CAM (Selvaraju et al., 2017) asks which places of a layer's feature maps made the model pick a
+class. It needs two things of one layer: its output ``A`` (``[N, C, h, w]``) and the gradient of the
+class score with respect to that output. Then each channel gets the weight "mean gradient over the
+positions", and the heat map is ``ReLU(sum_c weight_c * A_c)``, scaled up to the image size.
+
+The forward hook stores ``A`` (a *clone*: an in-place operation after the layer would otherwise
+change what we stored) and registers a tensor hook on the output tensor; the tensor hook stores
+the gradient when the backward pass reaches it. Unlike a full backward hook on the module, this
+keeps working when an in-place ``ReLU`` follows the layer.
+
+>>> import torch, hooklab.shapes as shapes
+>>> model = shapes.tiny_cnn(inplace=True)
+>>> with GradCAM(model, "relu3") as cam:
+...     heat = cam(torch.randn(2, 1, 32, 32))
+>>> heat.shape, cam.activations.shape, cam.gradients.shape
+(torch.Size([2, 32, 32]), torch.Size([2, 32, 8, 8]), torch.Size([2, 32, 8, 8]))
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .hooks import Hooks
+from .selection import module as find_module
+
+__all__ = ["GradCAM", "cam_from", "peak_positions", "peak_inside", "plot_overlay"]
+
+
+def cam_from(activations: torch.Tensor, gradients: torch.Tensor, size: Sequence[int] | None = None) -> torch.Tensor:
+    """The Grad-CAM heat maps ``[N, H, W]`` from a layer's output and its gradient (both ``[N, C, h, w]``).
+
+    Channel weights are the gradients averaged over the positions; the weighted sum of the channels
+    goes through a ReLU (only evidence *for* the class), is scaled up to ``size`` (bilinear) and
+    divided by its maximum, so every map lies in ``[0, 1]`` (an all-zero map stays zero).
+
+    >>> a = torch.zeros(1, 2, 2, 2); a[0, 0, 0, 0] = 1.0
+    >>> g = torch.ones(1, 2, 2, 2)
+    >>> cam_from(a, g).tolist()
+    [[[1.0, 0.0], [0.0, 0.0]]]
+    """
+    if activations.shape != gradients.shape or activations.dim() != 4:
+        raise ValueError(f"activations and gradients must both be [N, C, h, w] of the same shape, got "
+                         f"{list(activations.shape)} and {list(gradients.shape)}.")
+    weights = gradients.mean(dim=(2, 3), keepdim=True)
+    cam = F.relu((weights * activations).sum(dim=1, keepdim=True))
+    if size is not None and tuple(size) != tuple(cam.shape[-2:]):
+        cam = F.interpolate(cam, size=tuple(size), mode="bilinear", align_corners=False)
+    cam = cam[:, 0]
+    top = cam.flatten(1).amax(dim=1).clamp(min=1e-12).view(-1, 1, 1)
+    return cam / top
+
+
+class GradCAM:
+    """Grad-CAM on one layer of ``model``, by a forward hook plus a tensor hook.
+
+    Args:
+        model: the model (put in eval mode while computing, its mode restored afterwards).
+        layer: the layer's name (``"relu3"``); ``KeyError`` with the closest names if unknown.
+        name: the owning :class:`hooklab.Hooks` name; building a new ``GradCAM`` with the same name
+            (the default is derived from the model) removes the older one's hook.
+
+    Call it on a batch of images: ``cam(images, target=None)`` returns ``[N, H, W]`` heat maps for
+    ``target`` (a class index or one per image; ``None``: the predicted class). Afterwards
+    ``cam.activations``, ``cam.gradients`` and ``cam.logits`` hold what the hooks saw.
+    Use it as a context manager, or call :meth:`remove`.
+    """
+
+    def __init__(self, model: nn.Module, layer: str, *, name: str | None = None) -> None:
+        self.model, self.layer = model, layer
+        self.module = find_module(model, layer)
+        self.activations: torch.Tensor | None = None
+        self.gradients: torch.Tensor | None = None
+        self.logits: torch.Tensor | None = None
+        self.hooks = Hooks(name or f"GradCAM@{id(model):x}")
+        self.hooks.forward(self.module, self._save_output, key="forward")
+
+    def _save_output(self, module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+        self.activations = output.detach().clone()
+        if output.requires_grad:
+            output.register_hook(self._save_grad)
+
+    def _save_grad(self, grad: torch.Tensor) -> None:
+        self.gradients = grad.detach().clone()
+
+    def __call__(self, images: torch.Tensor, target: int | Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
+        was_training = self.model.training
+        self.model.eval()
+        self.gradients = None
+        try:
+            with torch.enable_grad():
+                logits = self.model(images)
+                if target is None:
+                    target_t = logits.argmax(dim=1)
+                else:
+                    target_t = torch.as_tensor(target).expand(len(images)) if torch.as_tensor(target).dim() == 0 \
+                        else torch.as_tensor(target)
+                score = logits.gather(1, target_t.view(-1, 1)).sum()
+                score.backward()
+        finally:
+            self.model.zero_grad(set_to_none=True)  # leave no parameter gradients behind
+            self.model.train(was_training)
+        self.logits = logits.detach()
+        if self.gradients is None or self.activations is None:
+            raise RuntimeError(f"the hooks on {self.layer!r} saw no gradient: is the layer on the path from the "
+                               "input to the output, and does its output require grad?")
+        return cam_from(self.activations, self.gradients, images.shape[-2:])
+
+    def remove(self) -> None:
+        """Remove the forward hook (the tensor hooks die with their graph)."""
+        self.hooks.clear()
+
+    def __enter__(self) -> "GradCAM":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def __repr__(self) -> str:
+        return f"GradCAM(layer={self.layer!r}, {'hooked' if len(self.hooks) else 'removed'})"
+
+
+def peak_positions(cams: torch.Tensor) -> torch.Tensor:
+    """The ``(row, column)`` of each heat map's maximum: ``[N, 2]``.
+
+    >>> peak_positions(torch.tensor([[[0.0, 0.2], [0.9, 0.1]]])).tolist()
+    [[1, 0]]
+    """
+    flat = cams.flatten(1).argmax(dim=1)
+    width = cams.shape[-1]
+    return torch.stack([flat // width, flat % width], dim=1)
+
+
+def peak_inside(cams: torch.Tensor, masks: torch.Tensor, tolerance: int = 0) -> torch.Tensor:
+    """For each heat map, whether its maximum lies on a pixel of the mask (``[N]`` bool).
+
+    ``tolerance=k`` grows each mask by ``k`` pixels in every direction first (a heat map computed
+    at a coarser resolution than the image cannot place its peak more precisely than that).
+
+    >>> cams, masks = torch.tensor([[[0.0, 1.0, 0.0]]]), torch.tensor([[[True, False, False]]])
+    >>> peak_inside(cams, masks).tolist(), peak_inside(cams, masks, tolerance=1).tolist()
+    ([False], [True])
+    """
+    if cams.shape != masks.shape:
+        raise ValueError(f"heat maps {list(cams.shape)} and masks {list(masks.shape)} must have the same shape.")
+    if tolerance > 0:
+        masks = F.max_pool2d(masks.float().unsqueeze(1), 2 * tolerance + 1, 1, tolerance).squeeze(1) > 0
+    rc = peak_positions(cams)
+    return masks[torch.arange(len(masks)), rc[:, 0], rc[:, 1]]
+
+
+def plot_overlay(ax: Any, image: torch.Tensor, cam: torch.Tensor, mask: torch.Tensor | None = None,
+                 title: str = "", alpha: float = 0.5) -> Any:
+    """The image in grey, the heat map on top (``alpha``), the shape's outline (if ``mask``) and a
+    cross on the heat map's peak.
+
+    >>> from hooklab.plots import figure
+    >>> ax = plot_overlay(figure().add_subplot(), torch.zeros(1, 8, 8), torch.rand(8, 8), title="demo")
+    >>> ax.get_title()
+    'demo'
+    """
+    img = image.detach().squeeze().float()
+    ax.imshow(img.numpy(), cmap="gray")
+    ax.imshow(cam.detach().float().numpy(), cmap="jet", alpha=alpha, vmin=0, vmax=1)
+    if mask is not None:
+        ax.contour(mask.float().numpy(), levels=[0.5], colors="white", linewidths=0.8)
+    r, c = peak_positions(cam.unsqueeze(0))[0].tolist()
+    ax.plot([c], [r], marker="+", color="white", markersize=9, mew=2)
+    ax.set_axis_off()
+    if title:
+        ax.set_title(title, fontsize=8)
+    return ax

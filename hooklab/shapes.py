@@ -1,0 +1,317 @@
+"""A small labelled image set drawn in code, a tiny CNN, and a short training loop.
+
+Everything is offline and seeded: the same call gives the same images, the same weights and the
+same accuracy on every run.
+
+* :func:`make_shapes` draws grey ``size x size`` images of a square, circle, triangle or cross at a
+  random position and size, with a little noise; it also returns each shape's mask (the drawn
+  pixels), which notebook 07 uses to check where Grad-CAM looks.
+* :func:`tiny_cnn` is ``conv -> ReLU -> pool`` three times, a global average pool and one linear layer.
+* :func:`train` trains it with Adam; ``on_step`` (a :class:`hooklab.Callbacks`) is called after every
+  step, so training diagnostics can read what the hooks recorded.
+* :func:`trained_model` trains once per process and caches the result (the same weights every time).
+
+>>> import hooklab.shapes as shapes
+>>> data = shapes.make_shapes(8, seed=1)
+>>> data.images.shape, data.labels.tolist()[:4]
+(torch.Size([8, 1, 32, 32]), [1, 0, 2, 2])
+>>> shapes.CLASSES
+('square', 'circle', 'triangle', 'cross')
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import torch
+from torch import nn
+
+from .callbacks import Callbacks
+
+__all__ = ["CLASSES", "Shapes", "make_shapes", "tiny_cnn", "init_weights", "INITS", "TrainResult", "train",
+           "accuracy", "trained_model", "default_data", "plot_examples"]
+
+#: The four classes, in label order.
+CLASSES: tuple[str, ...] = ("square", "circle", "triangle", "cross")
+
+
+@dataclass
+class Shapes:
+    """A labelled image set: ``images [N, 1, H, W]`` (float), ``labels [N]``, ``masks [N, H, W]`` (bool)."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+    masks: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int | slice | torch.Tensor) -> "Shapes":
+        idx = index if not isinstance(index, int) else slice(index, index + 1)
+        return Shapes(self.images[idx], self.labels[idx], self.masks[idx])
+
+    def __repr__(self) -> str:
+        counts = torch.bincount(self.labels, minlength=len(CLASSES)).tolist()
+        per_class = ", ".join(f"{c}: {n}" for c, n in zip(CLASSES, counts))
+        return f"Shapes({len(self)} images of {list(self.images.shape[2:])} pixels; {per_class})"
+
+
+def _shape_mask(kind: int, xx: torch.Tensor, yy: torch.Tensor, cx: float, cy: float, r: float) -> torch.Tensor:
+    dx, dy = xx - cx, yy - cy
+    if kind == 0:  # square
+        return (dx.abs() <= r * 0.8) & (dy.abs() <= r * 0.8)
+    if kind == 1:  # circle
+        return dx * dx + dy * dy <= r * r
+    if kind == 2:  # triangle, point up: |dx| grows from 0 at the top to r at the bottom
+        top, bottom = cy - r, cy + r * 0.8
+        inside_y = (yy >= top) & (yy <= bottom)
+        half = r * (yy - top) / (bottom - top)
+        return inside_y & (dx.abs() <= half)
+    if kind == 3:  # cross: two bars
+        w = max(1.0, r * 0.45)
+        return ((dx.abs() <= w) & (dy.abs() <= r)) | ((dy.abs() <= w) & (dx.abs() <= r))
+    raise ValueError(f"kind must be 0..{len(CLASSES) - 1}, got {kind}.")
+
+
+def make_shapes(n: int, *, size: int = 32, seed: int = 0, noise: float = 0.15) -> Shapes:
+    """Draw ``n`` images of ``size x size`` pixels, each one filled shape on a dark, noisy background.
+
+    Classes are balanced and shuffled; position and radius (``size/8`` to ``size/4``) are random,
+    the shape always lies fully inside the image. Seeded: the same arguments give the same images.
+
+    >>> data = make_shapes(4, size=16, seed=0)
+    >>> data.images.shape, data.masks.shape, data.masks.dtype
+    (torch.Size([4, 1, 16, 16]), torch.Size([4, 16, 16]), torch.bool)
+    """
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}.")
+    if size < 12:
+        raise ValueError(f"size must be at least 12 pixels to draw a shape, got {size}.")
+    gen = torch.Generator().manual_seed(seed)
+    labels = torch.arange(n) % len(CLASSES)
+    labels = labels[torch.randperm(n, generator=gen)]
+    ys, xs = torch.meshgrid(torch.arange(size, dtype=torch.float32), torch.arange(size, dtype=torch.float32),
+                            indexing="ij")
+    masks = torch.zeros(n, size, size, dtype=torch.bool)
+    params = torch.rand(n, 4, generator=gen)
+    for i in range(n):
+        r = size / 8 + params[i, 0].item() * size / 8
+        margin = r + 1
+        cx = margin + params[i, 1].item() * (size - 1 - 2 * margin)
+        cy = margin + params[i, 2].item() * (size - 1 - 2 * margin)
+        masks[i] = _shape_mask(int(labels[i]), xs, ys, cx, cy, r)
+    brightness = 0.7 + 0.3 * params[:, 3].view(n, 1, 1)
+    images = masks.float() * brightness + noise * torch.randn(n, size, size, generator=gen)
+    return Shapes(images.unsqueeze(1), labels, masks)
+
+
+def tiny_cnn(*, width: int = 16, seed: int | None = 0, inplace: bool = False) -> nn.Sequential:
+    """A tiny CNN for :func:`make_shapes` images: three ``conv -> ReLU -> pool`` blocks, then
+    global average pooling and a linear layer to the four classes. Named layers:
+    ``conv1 relu1 pool1 conv2 relu2 pool2 conv3 relu3 gap flatten fc``.
+
+    ``inplace=True`` makes the ReLUs overwrite their input (as many real models do).
+
+    >>> model = tiny_cnn()
+    >>> model(torch.zeros(2, 1, 32, 32)).shape
+    torch.Size([2, 4])
+    >>> [name for name, _ in model.named_children()][:3]
+    ['conv1', 'relu1', 'pool1']
+    """
+    if seed is not None:
+        torch.manual_seed(seed)
+    w = width
+    return nn.Sequential(OrderedDict([
+        ("conv1", nn.Conv2d(1, w // 2, 3, padding=1)), ("relu1", nn.ReLU(inplace=inplace)), ("pool1", nn.MaxPool2d(2)),
+        ("conv2", nn.Conv2d(w // 2, w, 3, padding=1)), ("relu2", nn.ReLU(inplace=inplace)), ("pool2", nn.MaxPool2d(2)),
+        ("conv3", nn.Conv2d(w, 2 * w, 3, padding=1)), ("relu3", nn.ReLU(inplace=inplace)),
+        ("gap", nn.AdaptiveAvgPool2d(1)), ("flatten", nn.Flatten()), ("fc", nn.Linear(2 * w, len(CLASSES))),
+    ]))
+
+
+#: Weight initialisations :func:`init_weights` knows: the good one and two bad ones.
+INITS: dict[str, str] = {
+    "kaiming": "weights ~ N(0, 2/fan_in): keeps the activations' scale from layer to layer (good for ReLU)",
+    "tiny": "weights ~ N(0, 0.01^2): every layer shrinks the signal, deeper layers see almost nothing",
+    "negative bias": "Kaiming weights but every bias -1: most ReLUs start at zero (dead)",
+}
+
+
+def init_weights(model: nn.Module, kind: str = "kaiming", *, seed: int = 0) -> nn.Module:
+    """Re-initialise every conv and linear layer of ``model`` in place (seeded) and return it.
+
+    ``kind`` is one of :data:`INITS`.
+
+    >>> model = init_weights(tiny_cnn(), "tiny")
+    >>> round(model.conv1.weight.std().item(), 3)
+    0.01
+    """
+    if kind not in INITS:
+        raise ValueError(f"unknown initialisation {kind!r}; choose one of {list(INITS)}.")
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                fan_in = m.weight[0].numel()
+                std = 0.01 if kind == "tiny" else math.sqrt(2.0 / fan_in)
+                m.weight.copy_(torch.randn(m.weight.shape, generator=gen) * std)
+                if m.bias is not None:
+                    m.bias.fill_(-1.0 if kind == "negative bias" and not isinstance(m, nn.Linear) else 0.0)
+    return model
+
+
+def accuracy(model: nn.Module, data: Shapes, batch_size: int = 512) -> float:
+    """The share of ``data`` that ``model`` classifies correctly (0..1), in eval mode, no grad.
+
+    >>> accuracy(tiny_cnn(), make_shapes(8)) <= 1.0
+    True
+    """
+    was_training = model.training
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for start in range(0, len(data), batch_size):
+            logits = model(data.images[start:start + batch_size])
+            correct += int((logits.argmax(1) == data.labels[start:start + batch_size]).sum())
+    model.train(was_training)
+    return correct / len(data)
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns: the model, the loss after every step, and the test accuracy."""
+
+    model: nn.Module
+    losses: list[float] = field(default_factory=list)
+    test_accuracy: float = float("nan")
+
+    def __repr__(self) -> str:
+        last = f"{self.losses[-1]:.3f}" if self.losses else "-"
+        return f"TrainResult({len(self.losses)} steps, last loss {last}, test accuracy {self.test_accuracy:.1%})"
+
+
+def _batches(n: int, batch_size: int, epochs: int, seed: int) -> Iterator[torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(epochs):
+        order = torch.randperm(n, generator=gen)
+        for start in range(0, n - batch_size + 1, batch_size):
+            yield order[start:start + batch_size]
+
+
+class _Threads:
+    """Fix the number of CPU threads while training (float sums then add up in the same order)."""
+
+    def __init__(self, n: int | None) -> None:
+        self.n, self.old = n, torch.get_num_threads()
+
+    def __enter__(self) -> None:
+        if self.n is not None:
+            torch.set_num_threads(self.n)
+
+    def __exit__(self, *exc: object) -> None:
+        torch.set_num_threads(self.old)
+
+
+def train(
+    model: nn.Module,
+    data: Shapes,
+    *,
+    test: Shapes | None = None,
+    epochs: int = 4,
+    lr: float = 0.006,
+    batch_size: int = 32,
+    max_steps: int | None = None,
+    seed: int = 0,
+    on_step: Callbacks | Callable[[int, float], None] | None = None,
+    threads: int | None = 1,
+) -> TrainResult:
+    """Train ``model`` on ``data`` with Adam and cross-entropy; return a :class:`TrainResult`.
+
+    Args:
+        epochs, lr, batch_size: the usual; ``max_steps`` stops early after that many steps.
+        seed: fixes the order of the batches.
+        on_step: called as ``on_step(step, loss)`` after every optimizer step (a function or a
+            :class:`hooklab.Callbacks`); hooks on the model have fired for that step by then.
+        threads: CPU threads used while training (fixed, so every run gives the same numbers;
+            one thread is also the fastest for a model this small on a busy machine).
+
+    >>> result = train(tiny_cnn(), make_shapes(64), max_steps=2)
+    >>> len(result.losses)
+    2
+    """
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    loss_fn = nn.CrossEntropyLoss()
+    result = TrainResult(model)
+    model.train()
+    with _Threads(threads):
+        for step, idx in enumerate(_batches(len(data), batch_size, epochs, seed)):
+            if max_steps is not None and step >= max_steps:
+                break
+            loss = loss_fn(model(data.images[idx]), data.labels[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            value = loss.item()
+            result.losses.append(value if math.isfinite(value) else float("nan"))
+            if on_step is not None:
+                on_step(step, value)
+        if test is not None:
+            result.test_accuracy = accuracy(model, test)
+    return result
+
+
+_DATA: dict[tuple[int, int], tuple[Shapes, Shapes]] = {}
+_TRAINED: dict[tuple, TrainResult] = {}
+
+
+def default_data(n_train: int = 2048, n_test: int = 512) -> tuple[Shapes, Shapes]:
+    """The training and test sets the notebooks use (made once per process, then reused).
+
+    >>> train_set, test_set = default_data(64, 32)
+    >>> len(train_set), len(test_set)
+    (64, 32)
+    """
+    key = (n_train, n_test)
+    if key not in _DATA:
+        _DATA[key] = (make_shapes(n_train, seed=1), make_shapes(n_test, seed=2))
+    return _DATA[key]
+
+
+def trained_model(*, inplace: bool = True, epochs: int = 4) -> TrainResult:
+    """A :func:`tiny_cnn` trained on :func:`default_data`: trained on the first call, then a fresh
+    copy of the cached weights on every call (so changing the returned model changes no later one).
+
+    >>> result = trained_model()   # doctest: +SKIP
+    >>> result.test_accuracy >= 0.95  # doctest: +SKIP
+    True
+    """
+    key = (inplace, epochs)
+    if key not in _TRAINED:
+        train_set, test_set = default_data()
+        model = init_weights(tiny_cnn(inplace=inplace), "kaiming")
+        _TRAINED[key] = train(model, train_set, test=test_set, epochs=epochs)
+    cached = _TRAINED[key]
+    return TrainResult(copy.deepcopy(cached.model).eval(), list(cached.losses), cached.test_accuracy)
+
+
+def plot_examples(fig: Any, data: Shapes, n: int = 8, predictions: torch.Tensor | None = None) -> Any:
+    """The first ``n`` images of ``data`` in a row, titled with their class (and a prediction if given).
+
+    >>> from hooklab.plots import figure
+    >>> fig = plot_examples(figure((4, 1)), make_shapes(4), n=4)
+    >>> len(fig.axes)
+    4
+    """
+    axes = fig.subplots(1, n, squeeze=False)[0]
+    for i, ax in enumerate(axes):
+        ax.imshow(data.images[i, 0].numpy(), cmap="gray", vmin=-0.3, vmax=1.3)
+        title = CLASSES[int(data.labels[i])]
+        if predictions is not None:
+            title += f"\n→ {CLASSES[int(predictions[i])]}"
+        ax.set_title(title, fontsize=8)
+        ax.set_axis_off()
+    return fig

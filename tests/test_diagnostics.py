@@ -1,0 +1,110 @@
+"""hooklab.diagnostics: statistics hooks, gradient norms, diagnosed runs, plots."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import hooklab
+import hooklab.diagnostics as diag
+import hooklab.shapes as shapes
+from hooklab.plots import figure, to_png
+
+
+def test_dead_share_counts_units_zero_everywhere():
+    out = torch.ones(2, 4, 3, 3)
+    out[:, 1] = 0
+    out[:, 2] = -1
+    out[0, 3] = 0  # alive in example 1
+    assert diag.dead_share(out) == 0.5
+    assert diag.dead_share(torch.tensor([[0.0, 1.0]])) == 0.5
+    with pytest.raises(ValueError, match="batch"):
+        diag.dead_share(torch.ones(3))
+
+
+def test_activation_stats_records_floats_per_training_step():
+    model = shapes.tiny_cnn()
+    x = torch.randn(4, 1, 32, 32)
+    with diag.ActivationStats(model, "relu*", name="t-stats") as stats:
+        model(x)
+        model(x)
+        model.eval()
+        model(x)  # not a training step: not recorded
+        model.train()
+    assert list(stats) == ["relu1", "relu2", "relu3"] and len(stats) == 3
+    s = stats["relu2"]
+    assert len(s) == 2 and all(isinstance(v, float) for v in s.mean + s.std + s.zeros + s.dead)
+    assert len(s.hist[0]) == 40 and sum(s.hist[0]) == 4 * 16 * 16 * 16
+    out = model.relu2(model.conv2(model.pool1(model.relu1(model.conv1(x)))))
+    assert math.isclose(s.mean[0], out.mean().item(), rel_tol=1e-5)
+    assert math.isclose(s.zeros[0], (out <= 0).float().mean().item(), rel_tol=1e-6)
+    assert hooklab.count_hooks(model) == 0 and "removed" in repr(stats)
+    assert "relu3" in str(stats.table(1))
+    stats.clear()
+    assert len(stats["relu1"]) == 0
+    with pytest.raises(KeyError, match="recorded layers"):
+        stats["conv1"]
+    with pytest.raises(LookupError, match="nothing recorded"):
+        stats["relu1"].last()
+
+
+def test_activation_stats_same_name_replaces_hooks():
+    model = shapes.tiny_cnn()
+    diag.ActivationStats(model, "relu1", name="t-replace")
+    second = diag.ActivationStats(model, "relu1", name="t-replace")
+    assert hooklab.count_hooks(model) == 1
+    second.remove()
+    assert hooklab.count_hooks(model) == 0
+
+
+def test_activation_stats_training_only_false_counts_eval():
+    model = shapes.tiny_cnn().eval()
+    with diag.ActivationStats(model, "relu3", training_only=False, name="t-eval") as stats:
+        model(torch.randn(2, 1, 32, 32))
+    assert len(stats["relu3"]) == 1
+
+
+def test_grad_norms_per_layer_per_step():
+    model = shapes.tiny_cnn()
+    x = torch.randn(4, 1, 32, 32)
+    with diag.GradNorms(model, "conv*", "fc", name="t-grads") as grads:
+        for _ in range(2):
+            model.zero_grad(set_to_none=True)
+            model(x).sum().backward()
+    assert list(grads.norms) == ["conv1", "conv2", "conv3", "fc"]
+    assert len(grads.norms["fc"]) == 2
+    assert math.isclose(grads.norms["fc"][-1], model.fc.weight.grad.norm().item(), rel_tol=1e-6)
+    assert hooklab.count_hooks(model) == 0
+    with pytest.raises(ValueError, match="no selected layer has a weight"):
+        diag.GradNorms(model, "relu*")
+
+
+def test_run_short_and_summary():
+    r = diag.run("kaiming", 0.006, steps=4, n_train=128, n_test=32)
+    assert len(r.losses) == 4 and len(r.stats["relu3"]) == 4 and len(r.grads.norms["conv1"]) == 4
+    row = r.summary("relu2", n=2)
+    assert row["run"] == "kaiming, lr=0.006" and set(row) >= {"relu2 dead units", "conv1 grad norm"}
+    assert len(r.stats.hooks) == 0 and len(r.grads.hooks) == 0
+    again = diag.run("kaiming", 0.006, steps=4, n_train=128, n_test=32)
+    assert again.losses == r.losses and again.stats["relu3"].mean == r.stats["relu3"].mean
+
+
+@pytest.mark.slow
+def test_too_large_a_learning_rate_kills_relu3():
+    bad = diag.run("kaiming", 0.05, steps=60)
+    assert bad.stats["relu3"].last()["dead"] == 1.0
+    good = diag.run("kaiming", 0.006, steps=60)
+    assert good.stats["relu3"].last()["dead"] < 0.5
+
+
+def test_plots_draw():
+    r = diag.run(steps=3, n_train=96, n_test=32)
+    assert to_png(diag.plot_stats(figure((6, 2)), r.stats, title="t"))[:4] == b"\x89PNG"
+    assert to_png(diag.plot_runs(figure((6, 4)), [r, r]))[:4] == b"\x89PNG"
+    fig = figure()
+    diag.plot_grad_flow(fig.add_subplot(), r.grads)
+    with pytest.raises(LookupError):
+        diag.plot_colorful(fig.add_subplot(), diag.LayerStats("x"))
