@@ -116,6 +116,22 @@ def client_for(nb: nbformat.NotebookNode, timeout: int = 300) -> NotebookClient:
                           record_timing=False, resources={"metadata": {"path": str(NOTEBOOKS)}})
 
 
+def tag_error_cells(nb: nbformat.NotebookNode) -> None:
+    """Turn a ``# NBVAL_RAISES_EXCEPTION`` comment line into the ``raises-exception`` cell tag.
+
+    JupyterLab's Run All stops at a cell that raises unless it carries that tag, and nbval warns
+    when a cell has both; the tag is what works everywhere, and learners never see it. The
+    reason stays in the cell as its first comment line.
+    """
+    for _, cell in code_cells(nb):
+        lines = cell.source.splitlines()
+        if any(_comment(line) == RAISES for line in lines):
+            cell.source = "\n".join(line for line in lines if _comment(line) != RAISES)
+            tags = cell.metadata.setdefault("tags", [])
+            if _TAGS[RAISES] not in tags:
+                tags.append(_TAGS[RAISES])
+
+
 def strip_for_storage(nb: nbformat.NotebookNode) -> None:
     """What is stored: no widget views (their models die with the kernel, and JupyterLab would
     show "Error displaying widget" on opening: the panel's HTML snapshot shows instead), no
@@ -131,6 +147,7 @@ def strip_for_storage(nb: nbformat.NotebookNode) -> None:
 def execute(path: Path) -> float:
     """Re-run a notebook top to bottom in a fresh kernel and store its outputs; return seconds."""
     nb = read(path)
+    tag_error_cells(nb)
     start = time.perf_counter()
     client_for(nb).execute()
     seconds = time.perf_counter() - start

@@ -53,6 +53,9 @@ def test_hygiene(path) -> None:
                 # a stray warning: allowed only where the lesson is the warning (still nbval-checked)
                 if "warning" not in cell.source.lower():
                     problems.append(f"cell {i} stores stderr output that its source does not mention")
+        if raises and "raises-exception" not in cell.metadata.get("tags", []):
+            problems.append(f"cell {i} raises on purpose but lacks the raises-exception tag (JupyterLab's Run All "
+                            "would stop there): run `python3 dev.py execute`, which turns the comment into the tag")
         if raises and not any(o.output_type == "error" for o in cell.outputs):
             problems.append(f"cell {i} is marked {RAISES} but stores no error")
         for bad in malformed_markers(cell):
