@@ -1,0 +1,554 @@
+"""Drive JupyterLab in a real browser (Debian's Chromium through playwright) for the browser test.
+
+:class:`Lab` serves a temporary copy of the notebooks with JupyterLab on 127.0.0.1 (a free port,
+a fresh token) and shuts it down again; :class:`NotebookPage` opens one notebook, runs all its
+cells and reads and operates the live panels (``hooklab.Panel``: CSS classes ``hooklab-panel``,
+``hooklab-controls``, ``hooklab-view``, ``hooklab-plot``) the way a person clicks them.
+
+Nothing here saves a notebook: the committed notebooks are only ever copied.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from .nbtools import RAISES, has_marker
+
+ROOT = Path(__file__).resolve().parents[1]
+SCREENSHOTS = ROOT / "tests" / "screenshots"
+BINDER_OVERRIDES = ROOT / "binder" / "overrides.json"
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+INSTALL_HINT = ("install Debian's Chromium with `apt-get update && apt-get install -y chromium` "
+                "(or set HOOKLAB_CHROMIUM to a Chromium/Chrome executable)")
+
+#: JupyterLab settings for the test on top of binder/overrides.json: every cell attached to the
+#: page (no windowing, so every cell can be read and screenshotted), and no autosave.
+TEST_SETTINGS = {
+    "@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"},
+    "@jupyterlab/docmanager-extension:plugin": {"autosave": False},
+}
+
+#: Text that JupyterLab or ipywidgets put in an output area when something could not be shown.
+PAGE_ERROR_TEXTS = ("Error displaying widget", "Error rendering", "Javascript Error",
+                    "Failed to load model class", "Could not create a view", "model not found")
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def find_chromium() -> str | None:
+    """The Chromium to drive: $HOOKLAB_CHROMIUM, else the first of chromium/chromium-browser/
+    google-chrome on PATH (Debian's package installs /usr/bin/chromium)."""
+    explicit = os.environ.get("HOOKLAB_CHROMIUM")
+    if explicit:
+        return explicit if Path(explicit).exists() else None
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def add_raises_tags(path: Path) -> None:
+    """Give every cell marked ``# NBVAL_RAISES_EXCEPTION`` the cell tag ``raises-exception`` (in a
+    copy): JupyterLab's Run All otherwise stops at the first error. (A separate test requires the
+    committed notebooks to carry the tag, for learners.)"""
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and has_marker(cell, RAISES):
+            tags = cell.metadata.setdefault("tags", [])
+            if "raises-exception" not in tags:
+                tags.append("raises-exception")
+    nbformat.write(nb, path)
+
+
+def settings_files(target: Path, overrides: dict[str, dict[str, Any]]) -> None:
+    """Write ``{"package:plugin": {...}}`` settings as JupyterLab user-settings files."""
+    for plugin_id, values in overrides.items():
+        package, plugin = plugin_id.rsplit(":", 1)
+        path = target / package / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values, indent=2))
+
+
+class Lab:
+    """JupyterLab on 127.0.0.1 serving ``<workdir>/root`` (a copy of notebooks/ in
+    ``root/notebooks``), with a fresh token; settings, workspaces and runtime files in workdir.
+
+    Use as a context manager: the server and every kernel it started are shut down on exit,
+    also when the test failed.
+    """
+
+    def __init__(self, notebooks: list[Path], workdir: Path, *, python: str = sys.executable,
+                 user_settings: bool = True, env: dict[str, str] | None = None) -> None:
+        self.python, self.user_settings, self.extra_env = python, user_settings, env or {}
+        self.workdir = workdir
+        self.root = workdir / "root"
+        self.token = secrets.token_hex(24)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = workdir / "jupyterlab.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        (self.root / "notebooks").mkdir(parents=True)
+        for nb in notebooks:
+            shutil.copy2(nb, self.root / "notebooks" / nb.name)
+            add_raises_tags(self.root / "notebooks" / nb.name)
+
+    # ------------------------------------------------------------------ server
+    def __enter__(self) -> "Lab":
+        settings = self.workdir / "settings"
+        if self.user_settings:  # the classroom settings Binder gets, plus the test's own
+            overrides = json.loads(BINDER_OVERRIDES.read_text()) if BINDER_OVERRIDES.exists() else {}
+            for plugin_id, values in TEST_SETTINGS.items():
+                overrides[plugin_id] = {**overrides.get(plugin_id, {}), **values}
+            settings_files(settings, overrides)
+        env = dict(os.environ,
+                   JUPYTERLAB_SETTINGS_DIR=str(settings),
+                   JUPYTERLAB_WORKSPACES_DIR=str(self.workdir / "workspaces"),
+                   JUPYTER_RUNTIME_DIR=str(self.workdir / "runtime"),
+                   JUPYTER_CONFIG_DIR=str(self.workdir / "config"),
+                   PYTHONUTF8="1", **self.extra_env)
+        env.pop("PYTHONPATH", None)
+        cmd = [self.python, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
+               "--port-retries=0", f"--IdentityProvider.token={self.token}",
+               f"--ServerApp.root_dir={self.root}", "--ServerApp.terminals_enabled=False",
+               "--LabApp.expose_app_in_browser=True"]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-root")  # CI runs as root; the token still guards the server
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        try:
+            self._wait_until_up(timeout=90)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _wait_until_up(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                self.api("GET", "/api/status")
+                return
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(0.25)
+        raise RuntimeError(f"JupyterLab did not answer within {timeout:.0f} s:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def api(self, method: str, path: str, timeout: float = 10) -> Any:
+        request = urllib.request.Request(self.url + path, method=method,
+                                         headers={"Authorization": f"token {self.token}"})
+        if method in ("POST", "PUT", "PATCH"):
+            request.data = b"{}"
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def shutdown_kernels(self) -> None:
+        """Shut down every kernel (each notebook's test ends with this: memory and CPU back)."""
+        try:
+            for session in self.api("GET", "/api/sessions"):
+                self.api("DELETE", f"/api/sessions/{session['id']}", timeout=30)
+            for kernel in self.api("GET", "/api/kernels"):
+                self.api("DELETE", f"/api/kernels/{kernel['id']}", timeout=30)
+        except (urllib.error.URLError, OSError):
+            pass
+
+    def _kernel_pids(self) -> list[int]:
+        """Processes started with a connection file from this server's runtime dir (its kernels)."""
+        marker = str(self.workdir / "runtime").encode()
+        pids = []
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                if marker in (proc / "cmdline").read_bytes():
+                    pids.append(int(proc.name))
+            except OSError:
+                continue
+        return pids
+
+    def __exit__(self, *exc: Any) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        try:
+            if proc.poll() is None:
+                self.shutdown_kernels()
+                try:
+                    self.api("POST", "/api/shutdown")
+                except (urllib.error.URLError, OSError):
+                    pass
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                    try:
+                        proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        proc.wait(timeout=10)
+        finally:
+            for pid in self._kernel_pids():  # kernels run in sessions of their own
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            self._log.close()
+
+
+# ---------------------------------------------------------------------- the page
+_JS_CURRENT = "window.jupyterapp && window.jupyterapp.shell.currentWidget"
+
+_JS_KERNEL_READY = """() => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!(k && k.status === 'idle' && w.content && w.content.widgets.length > 0);
+}"""
+
+# Count what the kernel has finished, as JupyterLab sees it: iopubMessage fires after JupyterLab
+# (and ipywidgets) dealt with every earlier message, so an "idle" counted here means the page
+# already shows what the request changed. (anyMessage fires on arrival, ahead of that.)
+_JS_LISTEN = """() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  const k = w.sessionContext.session.kernel;
+  const s = window.__hooklab = {executed: 0, commDone: 0, status: k.status};
+  k.iopubMessage.connect((_, m) => {
+    if (m.header.msg_type !== 'status') return;
+    s.status = m.content.execution_state;
+    const parent = (m.parent_header || {}).msg_type;
+    if (s.status === 'idle' && parent === 'execute_request') s.executed += 1;
+    if (s.status === 'idle' && parent === 'comm_msg') s.commDone += 1;
+  });
+  return true;
+}"""
+
+_JS_CELLS = """() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  return w.content.widgets.map((c, i) => {
+    const m = c.model;
+    const out = m.type === 'code' ? m.outputs.toJSON() : [];
+    return {index: i, type: m.type, source: m.sharedModel.getSource(),
+            tags: (m.getMetadata && m.getMetadata('tags')) || [],
+            count: m.type === 'code' ? m.executionCount : null,
+            outputs: out.map(o => ({type: o.output_type, ename: o.ename || '', evalue: o.evalue || '',
+                                    mimes: Object.keys(o.data || {})}))};
+  });
+}"""
+
+_JS_PANELS = """async (withPlot) => {
+  async function digest(img) {
+    if (!img || !img.src) return '';
+    try {
+      const buf = await (await fetch(img.src)).arrayBuffer();
+      const h = await crypto.subtle.digest('SHA-256', buf);
+      return Array.from(new Uint8Array(h)).slice(0, 12).map(b => b.toString(16).padStart(2, '0')).join('');
+    } catch (e) { return 'unreadable:' + e; }
+  }
+  const panels = [];
+  for (const p of document.querySelectorAll('.hooklab-panel')) {
+    const title = (p.querySelector(':scope > .widget-html') || {}).innerText || '';
+    const controls = [];
+    const box = p.querySelector('.hooklab-controls');
+    for (const c of box ? box.children : []) {
+      const cl = c.classList;
+      const label = ((c.querySelector('.widget-label-basic span') || c.querySelector('.widget-label')) || {}).innerText || '';
+      if (cl.contains('widget-checkbox')) {
+        const input = c.querySelector('input');
+        controls.push({kind: 'checkbox', label: label.trim(), value: input.checked, disabled: input.disabled});
+      } else if (cl.contains('widget-slider')) {
+        const h = c.querySelector('.noUi-handle');
+        const readout = c.querySelector('.widget-readout');
+        controls.push({kind: 'slider', label: label.trim(), value: readout ? readout.innerText.trim() : '',
+                       min: parseFloat(h.getAttribute('aria-valuemin')), max: parseFloat(h.getAttribute('aria-valuemax')),
+                       now: parseFloat(h.getAttribute('aria-valuenow')),
+                       disabled: c.querySelector('.slider').hasAttribute('disabled') || !!c.querySelector('[disabled]')});
+      } else if (cl.contains('widget-dropdown')) {
+        const sel = c.querySelector('select');
+        // ipywidgets shows spaces in option labels as no-break spaces: give them back as spaces
+        const text = o => o.text.replace(/\u00a0/g, ' ');
+        controls.push({kind: 'dropdown', label: label.trim(), value: sel.options[sel.selectedIndex] ? text(sel.options[sel.selectedIndex]) : '',
+                       options: Array.from(sel.options).map(text), disabled: sel.disabled});
+      } else {
+        controls.push({kind: 'unknown', label: label.trim(), classes: c.className, disabled: false});
+      }
+    }
+    const view = p.querySelector('.hooklab-view');
+    const rows = {};
+    if (view) for (const tr of view.querySelectorAll('tr')) {
+      const td = tr.querySelectorAll('td');
+      if (td.length >= 2) rows[td[0].innerText.trim()] = td[1].innerText.trim();
+    }
+    panels.push({title: title.trim(), controls, rows,
+                 text: view ? view.innerText.trim() : '',
+                 error: view && view.querySelector("pre[style*='#b00']") ? view.innerText.trim() : '',
+                 plot: withPlot ? await digest(p.querySelector('.hooklab-plot img, img.hooklab-plot')) : ''});
+  }
+  return panels;
+}"""
+
+
+@dataclass
+class View:
+    """What a panel shows: its table rows (label -> displayed text), all its text, the plot's hash."""
+    rows: dict[str, str]
+    text: str
+    plot: str
+    error: str
+
+    def __str__(self) -> str:
+        return "; ".join(f"{k}: {v}" for k, v in self.rows.items()) if self.rows else repr(self.text[:300])
+
+
+@dataclass
+class NotebookPage:
+    """One notebook open in JupyterLab in a browser page."""
+    page: Any
+    lab: Lab
+    name: str
+    timeout_s: float = 300.0  # Run All of the slowest notebook on a busy machine
+    panel_index: int = 0
+    log: list[str] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ opening and running
+    def load_lab(self) -> None:
+        """Load JupyterLab in the page (a fresh workspace: only the Launcher open)."""
+        self.page.goto(f"{self.lab.url}/lab?reset&token={self.lab.token}")
+        self.page.wait_for_function("() => !!window.jupyterapp", timeout=self.timeout_s * 1000)
+        self.page.evaluate("async () => { await window.jupyterapp.restored; return true; }")
+
+    def open(self, reload: bool = True) -> None:
+        """Open the notebook as File > Open would, in JupyterLab loaded in this page (loaded anew
+        when ``reload`` or when a dialog is in the way); wait until its kernel is idle."""
+        if reload or self.page.evaluate("() => !window.jupyterapp || !!document.querySelector('.jp-Dialog')"):
+            self.load_lab()
+        path = f"notebooks/{self.name}"
+        self.page.evaluate("async (path) => { await window.jupyterapp.commands.execute('docmanager:open', {path}); }",
+                           path)
+        self.page.wait_for_function(
+            f"() => {_JS_CURRENT} && window.jupyterapp.shell.currentWidget.context && "
+            f"window.jupyterapp.shell.currentWidget.context.path === {json.dumps(path)}", timeout=30_000)
+        self.page.wait_for_function(_JS_KERNEL_READY, timeout=self.timeout_s * 1000)
+        self.page.evaluate(_JS_LISTEN)
+        # every cell rendered (markdown included) before anyone looks at the page
+        self.page.wait_for_function(
+            f"() => {_JS_CURRENT}.content.widgets.every(c => c.isAttached && (c.model.type !== 'markdown' || c.rendered))",
+            timeout=30_000)
+
+    def close(self) -> None:
+        """Close the notebook's tab without saving (the copy is thrown away anyway)."""
+        self.page.evaluate("""async () => {
+          const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+          if (!w || !w.context) return;
+          w.context.model.dirty = false;
+          await w.close();
+        }""")
+
+    def cells(self) -> list[dict[str, Any]]:
+        return self.page.evaluate(_JS_CELLS)
+
+    def unexpected_errors(self) -> list[str]:
+        """Error outputs in cells not marked NBVAL_RAISES_EXCEPTION, and error text on the page."""
+        problems = []
+        for cell in self.cells():
+            if cell["type"] != "code":
+                continue
+            node = nbformat.v4.new_code_cell(cell["source"], metadata={"tags": cell["tags"]})
+            for o in cell["outputs"]:
+                if o["type"] == "error" and not has_marker(node, RAISES):
+                    problems.append(f"cell {cell['index']} shows {o['ename']}: {o['evalue'][:200]}")
+        text = "\n".join(self.page.locator(".jp-Notebook .jp-OutputArea").all_inner_texts())
+        for needle in PAGE_ERROR_TEXTS:
+            if needle in text:
+                at = text.index(needle)
+                problems.append(f"the page says {text[max(0, at - 80):at + 160]!r}")
+        return problems
+
+    def run_all(self) -> float:
+        """Run > Run All Cells from the menu; wait until every code cell has run and the kernel is
+        idle. Returns the seconds it took."""
+        start = time.perf_counter()
+        code = [c for c in self.cells() if c["type"] == "code" and c["source"].strip()]
+        self.page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).first.click()
+        self.page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).first.click()
+        self.page.wait_for_function(
+            f"() => window.__hooklab.executed >= {len(code)} && window.__hooklab.status === 'idle'",
+            timeout=self.timeout_s * 1000)
+        try:  # each cell's prompt number is set a moment after its last message
+            self.page.wait_for_function(
+                f"() => {_JS_CURRENT}.content.widgets.every(c => c.model.type !== 'code' || "
+                "!c.model.sharedModel.getSource().trim() || c.model.executionCount !== null)", timeout=10_000)
+        except Exception:
+            pass  # cells left unrun: reported below
+        seconds = time.perf_counter() - start
+        cells = self.cells()
+        not_run = [c["index"] for c in cells if c["type"] == "code" and c["source"].strip() and c["count"] is None]
+        if not_run:
+            errors = [f"cell {c['index']}: {o['ename']}: {o['evalue'][:200]}" for c in cells
+                      for o in c["outputs"] if o["type"] == "error"]
+            raise AssertionError(f"{self.name}: Run All left cells {not_run} unrun: the kernel stopped at an error "
+                                 "in an earlier cell:\n  " + "\n  ".join(errors or ["(no error output found)"]))
+        self.page.wait_for_timeout(300)  # let the last widget views render
+        return seconds
+
+    # ------------------------------------------------------------------ panels
+    def panels(self, with_plot: bool = False) -> list[dict[str, Any]]:
+        """Every panel on the page: title, controls, view rows and text (and a hash of the plot)."""
+        return self.page.evaluate(_JS_PANELS, with_plot)
+
+    def live_panels(self) -> list[int]:
+        """Indexes of panels whose controls are enabled (a re-built panel disables the older one)."""
+        return [i for i, p in enumerate(self.panels())
+                if p["controls"] and not all(c["disabled"] for c in p["controls"])]
+
+    def panel(self, with_plot: bool = False) -> dict[str, Any]:
+        return self.panels(with_plot)[self.panel_index]
+
+    def view(self) -> View:
+        p = self.panel(with_plot=True)
+        return View(p["rows"], p["text"], p["plot"], p["error"])
+
+    def settled_view(self, most_s: float = 3.0) -> View:
+        """The view once it stops changing: ipywidgets applies a kernel's update asynchronously
+        (a plot's bytes are decoded first), a moment after the kernel reports it is idle."""
+        view = self.view()
+        deadline = time.monotonic() + most_s
+        while time.monotonic() < deadline:
+            self.page.wait_for_timeout(80)
+            now = self.view()
+            if now == view:
+                return now
+            view = now
+        return view
+
+    def control(self, label: str) -> dict[str, Any]:
+        for c in self.panel()["controls"]:
+            if c["label"] == label:
+                return c
+        raise AssertionError(f"{self.name}: the panel has no control {label!r}; it has "
+                             f"{[c['label'] for c in self.panel()['controls']]}")
+
+    def _control_locator(self, label: str) -> Any:
+        controls = self.page.locator(".hooklab-panel").nth(self.panel_index).locator(".hooklab-controls > *")
+        labels = [c["label"] for c in self.panel()["controls"]]
+        return controls.nth(labels.index(label))
+
+    def _acted(self, action: Any, what: str) -> View:
+        """Do ``action`` (one change of one control) and wait until the kernel has dealt with it."""
+        before = self.page.evaluate("() => window.__hooklab.commDone")
+        action()
+        try:
+            self.page.wait_for_function(
+                f"() => window.__hooklab.commDone > {before} && window.__hooklab.status === 'idle'", timeout=30_000)
+        except Exception as exc:
+            raise AssertionError(f"{self.name}: the kernel did not answer after {what}") from exc
+        view = self.settled_view()
+        self.log.append(f"{what} -> {view}")
+        if view.error:
+            raise AssertionError(f"{self.name}: after {what} the panel shows an error: {view.error}")
+        return view
+
+    def click(self, label: str) -> View:
+        """Click a checkbox (ticks or unticks it)."""
+        control = self.control(label)
+        target = "untick" if control["value"] else "tick"
+        box = self._control_locator(label).locator("input[type=checkbox]")
+        view = self._acted(lambda: box.click(), f"{target} {label!r}")
+        now = self.control(label)["value"]
+        assert now == (target == "tick"), f"{self.name}: the checkbox {label!r} did not {target}"
+        return view
+
+    def set_checkbox(self, label: str, value: bool) -> View:
+        return self.click(label) if self.control(label)["value"] != value else self.view()
+
+    def move_slider(self, label: str, key: str) -> View:
+        """Move a slider with the keyboard, as a person can: ``key`` is Home, End, ArrowLeft..."""
+        handle = self._control_locator(label).locator(".noUi-handle")
+        before = self.control(label)["value"]
+
+        def act() -> None:
+            handle.focus()
+            self.page.keyboard.press(key)
+        view = self._acted(act, f"move {label!r} with {key} (from {before})")
+        assert self.control(label)["value"] != before, f"{self.name}: slider {label!r} did not move with {key}"
+        return view
+
+    def set_slider(self, label: str, value: float) -> View:
+        """Type a value into a slider's readout, press Enter."""
+        control = self.control(label)
+        if abs(float(control["now"]) - float(value)) < 1e-12:
+            return self.view()
+        readout = self._control_locator(label).locator(".widget-readout")
+
+        def act() -> None:
+            readout.click()
+            self.page.keyboard.press("Control+A")
+            self.page.keyboard.type(repr(float(value)))
+            self.page.keyboard.press("Enter")
+        view = self._acted(act, f"set {label!r} to {value}")
+        now = float(self.control(label)["now"])
+        assert abs(now - float(value)) < 1e-9, f"{self.name}: slider {label!r} shows {now}, not {value}"
+        return view
+
+    def pick(self, label: str, option: str) -> View:
+        """Pick an option of a dropdown."""
+        control = self.control(label)
+        if control["value"] == option:
+            return self.view()
+        assert option in control["options"], f"{self.name}: dropdown {label!r} has no option {option!r}: {control['options']}"
+        index = control["options"].index(option)
+        select = self._control_locator(label).locator("select")
+        view = self._acted(lambda: select.select_option(index=index), f"pick {option!r} in {label!r}")
+        assert self.control(label)["value"] == option, f"{self.name}: dropdown {label!r} did not show {option!r}"
+        return view
+
+    def set(self, label: str, value: Any) -> View:
+        kind = self.control(label)["kind"]
+        if kind == "checkbox":
+            return self.set_checkbox(label, bool(value))
+        if kind == "slider":
+            return self.set_slider(label, float(value))
+        if kind == "dropdown":
+            return self.pick(label, str(value))
+        raise AssertionError(f"{self.name}: cannot set control {label!r} of kind {kind}")
+
+    # ------------------------------------------------------------------ pictures
+    def screenshot(self, suffix: str) -> Path:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{Path(self.name).stem}-{suffix}.png"
+        panels = self.page.locator(".hooklab-panel")
+        if panels.count() > self.panel_index:
+            panels.nth(self.panel_index).scroll_into_view_if_needed()
+        self.page.screenshot(path=str(path))
+        return path

@@ -1,0 +1,321 @@
+"""Every notebook in a real browser: JupyterLab on 127.0.0.1 (with a token), Debian's Chromium
+driven by playwright, as a learner would use it.
+
+Per notebook (each notebook under notebooks/ is picked up by itself):
+
+1. open it: no error output (outside cells marked NBVAL_RAISES_EXCEPTION) and no "Error
+   displaying widget" or similar on the page; screenshot ``NN-1-opened.png``;
+2. Run > Run All Cells; wait until the kernel is idle and every code cell has run; again no
+   unexpected error anywhere; screenshot ``NN-2-before.png`` (the live lab before any click);
+3. on every live panel (``hooklab.Panel``), operate every control: tick each checkbox (the view
+   must change) and untick it (the view's text and plot must come back exactly); tick them all
+   (screenshot ``NN-3-all-ticked.png``) and untick them all; move each slider to an end with the
+   keyboard and type its value back (it must change the view with no checkbox or with one
+   ticked, and going back must restore the view); pick every option of each dropdown (same rule;
+   a long list, like every layer of a ResNet, gets 10 options spread from first to last);
+4. the notebook's specific expectations from tests/browser_expectations.py (exact values);
+5. no new error, no JavaScript error; screenshot ``NN-4-after.png``.
+
+Screenshots and a per-notebook report (times, every action and what the view showed) go to
+tests/screenshots/ (git-ignored). The test serves copies of the notebooks and never saves one.
+Under CI (CI=true) a missing browser fails the test; elsewhere it skips and says how to install it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from .browser import (CHROMIUM_ARGS, INSTALL_HINT, SCREENSHOTS, Lab, NotebookPage, View, find_chromium,
+                      in_ci)
+from .browser_expectations import CHANGED, EXPECTATIONS, FIRST, SAME
+from .nbtools import RAISES, code_cells, has_marker, notebooks, read
+
+NOTEBOOKS = notebooks()
+IDS = [p.name for p in NOTEBOOKS]
+#: Aim per notebook (open + run all + every control); over it the test only reports (machines vary).
+TARGET_SECONDS = 30
+#: A dropdown with more options than this (a layer picker over all of ResNet-18's modules) has
+#: this many of them picked, spread evenly from the first to the last, to keep the test fast.
+MAX_OPTIONS = 10
+STATE = {"lab loaded": False}
+
+
+# ---------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def browser() -> Iterator[tuple[Any, str]]:
+    """(a playwright Page, "") or (None, why there is none)."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        yield None, "the playwright package is missing: run `python3 dev.py setup` (it installs requirements.txt)"
+        return
+    executable = find_chromium()
+    if executable is None:
+        yield None, f"no Chromium found: {INSTALL_HINT}"
+        return
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            # one context for every notebook: JupyterLab's scripts load from the cache after the first
+            context = chromium.new_context(viewport={"width": 1400, "height": 1100})
+            page = context.new_page()  # one page: JupyterLab loads once, each notebook opens in it
+            page.errors, page.console_errors = [], []
+            page.on("pageerror", lambda error: page.errors.append(str(error)))
+            page.on("console", lambda msg: page.console_errors.append(msg.text[:300]) if msg.type == "error" else None)
+            yield page, ""
+        finally:
+            chromium.close()
+
+
+@pytest.fixture(scope="module")
+def lab(browser: tuple[Any, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab | None]:
+    if browser[0] is None:
+        yield None
+        return
+    with Lab(NOTEBOOKS, tmp_path_factory.mktemp("lab")) as server:
+        yield server
+
+
+def need_browser(browser: tuple[Any, str]) -> Any:
+    chromium, reason = browser
+    if chromium is None:
+        if in_ci():
+            pytest.fail(f"CI is set, so the browser test must run, but {reason}", pytrace=False)
+        pytest.skip(f"browser test skipped: {reason}")
+    return chromium
+
+
+# ---------------------------------------------------------------------- checks
+def spread(options: list[str], most: int) -> list[str]:
+    """``options`` when there are at most ``most``, else ``most`` of them evenly spread, first and last included."""
+    if len(options) <= most:
+        return list(options)
+    return [options[round(i * (len(options) - 1) / (most - 1))] for i in range(most)]
+
+
+def differs(a: View, b: View) -> bool:
+    return a.text != b.text or a.plot != b.plot
+
+
+def assert_restored(nb: NotebookPage, want: View, got: View, what: str) -> None:
+    assert got.text == want.text, (f"{nb.name}: after {what} the view's text did not come back:\n"
+                                   f"  before: {want}\n  after:  {got}")
+    assert got.plot == want.plot, f"{nb.name}: after {what} the view's text came back but the plot did not"
+
+
+def exercise_panel(nb: NotebookPage, exercised: list[str], screenshot: bool) -> None:
+    """The generic checks every live panel gets."""
+    panel = nb.panel()
+    unknown = [c for c in panel["controls"] if c["kind"] == "unknown"]
+    assert not unknown, f"{nb.name}: the test cannot operate these controls yet (add them to tests/browser.py): {unknown}"
+    start = nb.view()
+    assert not start.error, f"{nb.name}: the panel {panel['title']!r} shows an error after Run All: {start.error}"
+    toggles = [c["label"] for c in panel["controls"] if c["kind"] == "checkbox"]
+    sliders = [c for c in panel["controls"] if c["kind"] == "slider"]
+    dropdowns = [c for c in panel["controls"] if c["kind"] == "dropdown"]
+
+    for label in toggles:
+        before = nb.view()
+        on = nb.click(label)
+        assert differs(on, before), f"{nb.name}: clicking {label!r} did not change the view (still {before})"
+        off = nb.click(label)
+        assert_restored(nb, before, off, f"clicking {label!r} twice")
+        plot = " (the plot changed too)" if start.plot and on.plot != before.plot else ""
+        exercised.append(f"checkbox {label!r}: {before}  ->  {on}{plot}  ->  back")
+
+    if len(toggles) > 1:
+        for label in toggles:
+            nb.set_checkbox(label, True)
+        if screenshot:
+            nb.screenshot("3-all-ticked")
+        for label in toggles:
+            nb.set_checkbox(label, False)
+        assert_restored(nb, start, nb.view(), "ticking every checkbox and unticking them all")
+        exercised.append(f"all {len(toggles)} checkboxes ticked together, then unticked")
+    elif screenshot:
+        nb.screenshot("3-all-ticked")
+
+    # a slider or dropdown may act only through a hook: try with no checkbox, then each one alone
+    configurations: list[list[str]] = [[]] + [[t] for t in toggles]
+
+    for slider in sliders:
+        label, value = slider["label"], float(slider["now"])
+        key = "End" if value < slider["max"] else "Home"
+        found = None
+        for ticked in configurations:
+            for t in ticked:
+                nb.set_checkbox(t, True)
+            before = nb.view()
+            moved = nb.move_slider(label, key)
+            shown = nb.control(label)["value"]
+            back = nb.set_slider(label, value)
+            assert_restored(nb, before, back, f"moving {label!r} and typing {value} back")
+            for t in ticked:
+                nb.set_checkbox(t, False)
+            if differs(moved, before):
+                found = (ticked, before, moved, shown)
+                break
+        assert found, (f"{nb.name}: moving the slider {label!r} to {key} changed nothing in the view, with no "
+                       f"checkbox ticked nor with any one of {toggles} ticked")
+        ticked, before, moved, shown = found
+        exercised.append(f"slider {label!r} ({value} -> {shown} with {ticked or 'no checkbox'} ticked): "
+                         f"{before}  ->  {moved}  ->  back")
+
+    for dropdown in dropdowns:
+        label, original = dropdown["label"], dropdown["value"]
+        found = None
+        for ticked in configurations:
+            for t in ticked:
+                nb.set_checkbox(t, True)
+            before = nb.view()
+            seen = {}
+            for option in spread(dropdown["options"], MAX_OPTIONS):
+                if option != original:
+                    seen[option] = nb.pick(label, option)
+            back = nb.pick(label, original)
+            assert_restored(nb, before, back, f"picking every option of {label!r} and {original!r} again")
+            for t in ticked:
+                nb.set_checkbox(t, False)
+            changed = [o for o, v in seen.items() if differs(v, before)]
+            if changed or not seen:
+                found = (ticked, changed)
+                break
+        assert found, (f"{nb.name}: no option of the dropdown {label!r} changed the view, with no checkbox "
+                       f"ticked nor with any one of {toggles} ticked")
+        picked = spread(dropdown["options"], MAX_OPTIONS)
+        exercised.append(f"dropdown {label!r}: {len(picked)} of {len(dropdown['options'])} options picked {picked}; "
+                         f"{found[1]} change the view with {found[0] or 'no checkbox'} ticked")
+
+    assert_restored(nb, start, nb.view(), "operating every control and putting it back")
+
+
+def check_expectations(nb: NotebookPage, spec: dict[str, Any], exercised: list[str]) -> None:
+    if "controls" in spec:
+        labels = [c["label"] for c in nb.panel()["controls"]]
+        assert labels == spec["controls"], f"{nb.name}: the panel's controls are {labels}, expected {spec['controls']}"
+    first: View | None = None
+    for number, step in enumerate(spec["steps"], 1):
+        before = nb.view()
+        for label, value in step.set.items():
+            nb.set(label, value)
+        now = nb.view()
+        first = first or now
+        for row, wanted in step.expect.items():
+            assert row in now.rows, f"{nb.name}, step {number} ({step.what}): the view has no row {row!r}: {now}"
+            got = now.rows[row]
+            for want in (wanted if isinstance(wanted, list) else [wanted]):
+                if want == CHANGED:
+                    ok, expected = got != before.rows.get(row), f"something other than {before.rows.get(row)!r}"
+                elif want == SAME:
+                    ok, expected = got == before.rows.get(row), repr(before.rows.get(row))
+                elif want == FIRST:
+                    ok, expected = got == first.rows.get(row), repr(first.rows.get(row))
+                else:
+                    ok, expected = got == str(want), repr(str(want))
+                assert ok, (f"{nb.name}, step {number} ({step.what}): {row!r} shows {got!r}, expected {expected}\n"
+                            f"  view before the step: {before}\n  view now: {now}")
+        exercised.append(f"expected step {number} ({step.what}): {now}")
+
+
+def write_report(name: str, lines: list[str]) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    (SCREENSHOTS / f"{Path(name).stem}-report.txt").write_text("\n".join(lines) + "\n")
+
+
+# ---------------------------------------------------------------------- the tests
+@pytest.mark.browser
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_in_browser(path: Path, browser: tuple[Any, str], lab: Lab | None) -> None:
+    page = need_browser(browser)
+    assert lab is not None
+    start = time.perf_counter()
+    times: dict[str, float] = {}
+    exercised: list[str] = []
+    page_errors: list[str] = page.errors
+    page_errors.clear()
+    page.console_errors.clear()
+    nb = NotebookPage(page, lab, path.name)
+    for old in SCREENSHOTS.glob(f"{path.stem}-*"):  # nothing stale from an earlier run
+        old.unlink()
+    outcome = "failed"
+    try:
+        nb.open(reload=not STATE["lab loaded"])
+        STATE["lab loaded"] = True
+        times["open"] = time.perf_counter() - start
+        nb.screenshot("1-opened")
+        problems = nb.unexpected_errors()
+        assert not problems, f"{path.name} shows errors before anything ran:\n  " + "\n  ".join(problems)
+
+        times["run all"] = nb.run_all()
+        problems = nb.unexpected_errors()
+        assert not problems, f"{path.name} shows errors after Run All:\n  " + "\n  ".join(problems)
+        live = nb.live_panels()
+        assert live, f"{path.name}: no live panel (hooklab.Panel with enabled controls) after Run All"
+        outputs_after_run = [len(c["outputs"]) for c in nb.cells()]
+
+        mark = time.perf_counter()
+        for n, index in enumerate(live):
+            nb.panel_index = index
+            if n == 0:
+                nb.screenshot("2-before")
+            exercised.append(f"panel {nb.panel()['title']!r}")
+            exercise_panel(nb, exercised, screenshot=(n == 0))
+        spec = EXPECTATIONS.get(path.name)
+        if spec:
+            titles = [nb.panels()[i]["title"] for i in live]
+            nb.panel_index = live[titles.index(spec["panel"])] if "panel" in spec else live[0]
+            check_expectations(nb, spec, exercised)
+        times["controls"] = time.perf_counter() - mark
+
+        problems = nb.unexpected_errors()
+        assert not problems, f"{path.name} shows errors after the controls were used:\n  " + "\n  ".join(problems)
+        assert [len(c["outputs"]) for c in nb.cells()] == outputs_after_run, \
+            f"{path.name}: using the controls added output to cells (a callback printed?)"
+        assert not page_errors, f"{path.name}: JavaScript errors on the page: {page_errors}"
+        nb.panel_index = live[0]
+        nb.screenshot("4-after")
+        outcome = "passed"
+    finally:
+        total = time.perf_counter() - start
+        if outcome == "failed":
+            try:
+                nb.screenshot("failed")
+            except Exception:  # the page may be gone; the report still gets written
+                pass
+        write_report(path.name, [
+            f"{path.name}: {outcome} in {total:.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in times.items()) + ")",
+            "", "controls exercised:", *exercised, "", "every action, and the view after it:", *nb.log,
+            *(["", "JavaScript errors:", *page_errors] if page_errors else []),
+            *(["", "console errors (not failures; an offline page cannot load the Binder badge image):",
+                *page.console_errors] if page.console_errors else [])])
+        print(f"\n[browser] {path.name}: {outcome} in {total:.1f} s "
+              f"({', '.join(f'{k} {v:.1f} s' for k, v in times.items())}); {len(nb.log)} control changes")
+        try:
+            nb.close()
+        except Exception:
+            outcome = "failed"
+        if outcome != "passed":
+            STATE["lab loaded"] = False  # the next notebook starts from a freshly loaded JupyterLab
+        lab.shutdown_kernels()
+    if total > TARGET_SECONDS:
+        print(f"[browser] {path.name} took {total:.0f} s, over the {TARGET_SECONDS} s aim (a busy machine?)")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_error_cells_do_not_stop_run_all(path: Path) -> None:
+    """JupyterLab's Run All stops at the first cell that raises, unless the cell has the tag
+    ``raises-exception``. A learner who runs everything must reach the live lab, so every cell
+    marked NBVAL_RAISES_EXCEPTION carries the tag too (nbval honours the tag as well)."""
+    missing = [index for index, cell in code_cells(read(path))
+               if has_marker(cell, RAISES) and "raises-exception" not in cell.metadata.get("tags", [])]
+    assert not missing, (f"{path.name}: cells {missing} are marked {RAISES} but lack the cell tag "
+                         "'raises-exception', so Run All in JupyterLab stops there; add the tag to each")
+
+
+def test_expectations_name_real_notebooks() -> None:
+    unknown = sorted(set(EXPECTATIONS) - set(IDS))
+    assert not unknown, f"tests/browser_expectations.py names notebooks that do not exist: {unknown}"
