@@ -5,6 +5,8 @@
     python3 dev.py test      run every test (unit, notebooks under nbval, re-run, browser)
     python3 dev.py execute   re-run every notebook top to bottom and store its outputs
                              (add notebook paths to execute only those)
+    python3 dev.py bench     measure what hooks and notebooks cost; writes benchmarks/RESULTS.md
+                             (--quick: a short run, written to benchmarks/out/)
 
 Each command first creates .venv (or reuses it) and installs requirements.txt into it when that
 file changed since the last install. Extra arguments go to the tool: `python3 dev.py test -k hooks`.
@@ -58,7 +60,7 @@ def run(cmd: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"lab", "test", "execute", "setup"}:
+    if not argv or argv[0] not in {"lab", "test", "execute", "bench", "setup"}:
         print(__doc__)
         return 2
     command, rest = argv[0], argv[1:]
@@ -72,6 +74,8 @@ def main(argv: list[str]) -> int:
         return run([str(BIN / "jupyter"), "lab", "notebooks/00_start_here.ipynb", "--ip=127.0.0.1", *as_root, *rest])
     if command == "execute":
         return run([str(PY), "-m", "tests.execute", *rest])
+    if command == "bench":
+        return run([str(PY), "-m", "benchmarks", *rest])
     return run([str(PY), "-m", "pytest", *rest])
 
 

@@ -1,0 +1,374 @@
+"""The benchmark command: ``python3 dev.py bench`` (full) or ``python3 dev.py bench --quick``.
+
+Full: hook overhead (40 interleaved repetitions), memory over 1,000 recorded passes, every
+notebook and every live panel (20 changes per panel); writes ``benchmarks/RESULTS.md`` and
+exits 1 if a floor is missed. Quick: a few repetitions, 30 passes, notebook 00 only, 6 changes
+per panel, one PyTorch thread; writes ``benchmarks/out/results-quick.md`` (git-ignored) and
+never fails on a floor (the floors hold for the full run on a quiet machine, not for a short run
+on a busy one).
+Raw figures go to ``benchmarks/out/results[-quick].json`` either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+OUT = HERE / "out"
+
+#: Settings per mode.
+MODES: dict[str, dict[str, Any]] = {
+    "full": {"reps": 40, "forwards": 2, "one_shot_reps": 20, "passes": 1000, "notebooks": None, "changes": 20},
+    "quick": {"reps": 4, "forwards": 1, "one_shot_reps": 2, "passes": 30, "notebooks": ["00"], "changes": 6},
+}
+SECTIONS = ("overhead", "memory", "notebooks")
+
+
+# ---------------------------------------------------------------- the machine
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _ram_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 1024 ** 2
+    except OSError:
+        pass
+    return None
+
+
+def _load() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.strip()
+        return out.stdout.strip() + (" (with uncommitted changes)" if dirty else "") if out.returncode == 0 else "unknown"
+    except OSError:
+        return "unknown"
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    import torch
+    import torchvision
+    import torchinfo
+    ram = _ram_gib()
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "ram_gib": round(ram, 1) if ram else None,
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "torchinfo": torchinfo.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "load_start": _load(),
+        "commit": _commit(),
+    }
+
+
+# ---------------------------------------------------------------- running
+def _notebook_paths(numbers: list[str] | None) -> list[Path]:
+    from tests.nbtools import notebooks
+    paths = notebooks()
+    if numbers is not None:
+        paths = [p for p in paths if p.name[:2] in numbers]
+    return paths
+
+
+def collect(mode: str = "full", sections: tuple[str, ...] = SECTIONS, notebooks: list[str] | None = None,
+            threads: int | None = None, overrides: dict[str, Any] | None = None, log=print) -> dict[str, Any]:
+    """Run the chosen sections with the mode's settings (``overrides`` replace some); return every figure.
+
+    ``threads`` sets PyTorch's intra-op threads for the hook overhead and memory runs (default:
+    PyTorch's own choice, one per core). The notebooks' kernels always use the default.
+    """
+    cfg = {**MODES[mode], **(overrides or {})}
+    started = time.perf_counter()
+    if threads is not None:
+        import torch
+        torch.set_num_threads(threads)
+    results: dict[str, Any] = {"mode": mode, "settings": cfg,
+                               "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                               "machine": machine()}
+    if "overhead" in sections:
+        from . import overhead
+        log(f"[bench] hook overhead: {cfg['reps']} interleaved repetitions ...")
+        results["overhead"] = overhead.run(reps=cfg["reps"], forwards=cfg["forwards"],
+                                           one_shot_reps=cfg["one_shot_reps"])
+    if "memory" in sections:
+        from . import memory
+        log(f"[bench] memory: {cfg['passes']} recorded forward passes (fresh interpreter) ...")
+        results["memory"] = memory.run(cfg["passes"], threads=threads)
+    if "notebooks" in sections:
+        from . import notebooks as nbbench
+        paths = _notebook_paths(notebooks if notebooks is not None else cfg["notebooks"])
+        log(f"[bench] notebooks: {len(paths)} in fresh kernels, then their panels ...")
+        results["notebooks"] = nbbench.run(paths, changes=cfg["changes"])
+    results["machine"]["load_end"] = _load()
+    results["seconds"] = time.perf_counter() - started
+    return results
+
+
+def floors(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """(floor, measured, met) for every floor the results cover."""
+    rows = []
+    if "overhead" in results:
+        f = results["overhead"]["floor"]
+        rows.append((f"hooklab Recorder(clone=False) / hand-written detach hooks ≤ {f['max']:.2f}×",
+                     f"{f['ratio']:.3f}×", f["ok"]))
+    if "memory" in results:
+        m = results["memory"]
+        rows.append((f"peak RSS growth over {m['passes']:,} recorded passes, after the first 10 ≤ "
+                     f"{m['floor']['max']:.0%}", f"{m['growth']:+.2%}", m["floor"]["ok"]))
+    if "notebooks" in results:
+        n = results["notebooks"]
+        for r in n["notebooks"]:
+            if r["limit_s"] is not None:
+                errs = f" ({len(r['unexpected_errors'])} unexpected errors)" if r["unexpected_errors"] else ""
+                rows.append((f"{r['notebook']} ≤ {r['limit_s']} s, without unexpected errors",
+                             f"{r['seconds']:.1f} s{errs}", r["ok"]))
+        rows.append((f"all {len(n['notebooks'])} notebooks ≤ {n['set_limit_s']:.0f} s", f"{n['total_s']:.1f} s",
+                     n["set_ok"]))
+        for r in n["notebooks"]:
+            for p in r["panels"]:
+                med = p["median_ms"]
+                rows.append((f"panel '{p['panel']}' ({r['notebook'][:2]}): median update ≤ "
+                             f"{n['panel_median_limit_ms']:.0f} ms",
+                             "no controls" if med is None else f"{med:.1f} ms", p["ok"]))
+    return rows
+
+
+# ---------------------------------------------------------------- reporting
+def _ms(v: float | None) -> str:
+    return "–" if v is None else f"{v:.1f}"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    mode = results["mode"]
+    lines = [
+        "# Benchmarks" + (" (quick mode: a short run that proves the command works)" if mode == "quick" else ""),
+        "",
+        f"Measured {results['date']} with `python3 dev.py bench{' --quick' if mode == 'quick' else ''}` "
+        f"in {results['seconds']:.0f} s, at commit {m['commit']}.",
+        "",
+        f"**Machine:** {m['cpu']}; {m['cores']} cores; {m['ram_gib']} GiB RAM; {m['os']}; Python {m['python']}; "
+        f"torch {m['torch']} (CPU; {m['torch_threads']} thread{'s' if m['torch_threads'] != 1 else ''} for the "
+        "overhead and memory runs, the notebooks' kernels use the default); "
+        f"torchvision {m['torchvision']}; "
+        f"torchinfo {m['torchinfo']}. Load average (1, 5, 15 min) at the start: {m['load_start']}, "
+        f"at the end: {m['load_end']} (2 cores: above 2 means other work was competing for the CPU, "
+        "and every figure below is slower and noisier than on a quiet machine).",
+        "",
+        "## Floors",
+        "",
+        "| floor | measured | met |",
+        "| --- | --- | --- |",
+    ]
+    for name, measured, ok in floors(results):
+        lines.append(f"| {name} | {measured} | {'yes' if ok else '**no**'} |")
+
+    if "overhead" in results:
+        o = results["overhead"]
+        lines += [
+            "",
+            "## Hook overhead",
+            "",
+            f"{o['model']}; hooks on all {o['modules_hooked']} submodules. {o['reps']} repetitions, interleaved "
+            f"(each repetition runs every variant once, in a shuffled order), {o['forwards']} timed forward "
+            "pass(es) per variant per repetition. Ratios are of medians.",
+            "",
+            "| variant | median ms / forward | min ms | × no hooks | × hand-written detach |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for n, v in o["steady_ms"].items():
+            lines.append(f"| {n} | {v:.2f} | {o['steady_min_ms'][n]:.2f} | {o['steady_vs_no_hooks'][n]:.3f} | "
+                         f"{o['steady_vs_hand_written'][n]:.3f} |")
+        lines += [
+            "",
+            f"The floor compares like with like: `Recorder(clone=False)` and the hand-written hooks both store "
+            f"each module's detached output without copying it (ratio of medians {o['floor']['ratio']:.3f}, "
+            f"of minimums {o['floor_ratio_of_minimums']:.3f}). The default `Recorder` also clones each output, "
+            "so that a later in-place operation (resnet's `ReLU(inplace=True)`) cannot change what was stored; "
+            "compare it with the hand-written `detach().clone()` hooks.",
+            "",
+            f"One shot: register the hooks, run one forward pass, remove the hooks (what `torchinfo.summary` does "
+            f"on every call); median of {o['one_shot_reps']} interleaved calls.",
+            "",
+            "| variant | median ms / call | × a forward pass without hooks |",
+            "| --- | --- | --- |",
+        ]
+        for n, v in o["one_shot_ms"].items():
+            lines.append(f"| {n} | {v:.2f} | {o['one_shot_vs_no_hooks'][n]:.3f} |")
+        lines += [
+            "",
+            f"The hook functions alone (CPU time of one thread, so the machine's other work hardly counts; "
+            f"called directly on layer1's output; the minimum of 7 interleaved rounds of 500 calls). A forward pass calls them "
+            f"{o['hook_calls_per_forward']} times.",
+            "",
+            "| hook function of | µs per call | ms per forward pass |",
+            "| --- | --- | --- |",
+        ]
+        for n, us in o["hook_call_us"].items():
+            lines.append(f"| {n} | {us:.2f} | {us * o['hook_calls_per_forward'] / 1000:.3f} |")
+        lines.append(f"\nHooks left on the model afterwards: {o['hooks_left_on_model']}.")
+
+    if "memory" in results:
+        mm = results["memory"]
+        lines += [
+            "",
+            "## Memory",
+            "",
+            f"`hooklab.Recorder` with its defaults (keep=1, clone=True) on all {mm['modules_recorded']} submodules of "
+            f"the same resnet18, {mm['passes']:,} forward passes ({mm['calls_recorded']:,} hook calls) in a fresh "
+            f"interpreter. Resident memory after the first 10 passes: {mm['baseline_rss_mib']:.1f} MiB; peak "
+            f"after that: {mm['peak_rss_mib']:.1f} MiB ({mm['growth']:+.2%}); at the end: {mm['end_rss_mib']:.1f} MiB; "
+            f"outputs kept at the end: {mm['outputs_kept']} (one per module).",
+            "",
+            "| after pass | " + " | ".join(str(n) for n, _ in mm["rss_mib_by_pass"]) + " |",
+            "| --- | " + " | ".join("---" for _ in mm["rss_mib_by_pass"]) + " |",
+            "| RSS MiB | " + " | ".join(f"{v:.0f}" for _, v in mm["rss_mib_by_pass"]) + " |",
+        ]
+
+    if "notebooks" in results:
+        n = results["notebooks"]
+        lines += [
+            "",
+            "## Notebooks",
+            "",
+            "Each notebook executed top to bottom in a fresh kernel (start of the kernel to the end of the last "
+            "cell; the notebook file is not written).",
+            "",
+            "| notebook | code cells | seconds | limit |",
+            "| --- | --- | --- | --- |",
+        ]
+        for r in n["notebooks"]:
+            lines.append(f"| {r['notebook']} | {r['code_cells']} | {r['seconds']:.1f} | "
+                         f"{'–' if r['limit_s'] is None else r['limit_s']} |")
+        lines.append(f"| **all {len(n['notebooks'])}** | {sum(r['code_cells'] for r in n['notebooks'])} | "
+                     f"**{n['total_s']:.1f}** | {n['set_limit_s']:.0f} |")
+        errors = [(r["notebook"], r["unexpected_errors"]) for r in n["notebooks"] if r["unexpected_errors"]]
+        if errors:
+            lines.append(f"\nUnexpected errors (cells not marked NBVAL_RAISES_EXCEPTION): {errors}")
+        lines += [
+            "",
+            "## Live labs",
+            "",
+            f"In the kernel that ran the notebook, every open `hooklab.Panel` driven from Python: "
+            f"{n['changes_per_panel']} changes per panel, its controls in turn (toggles on/off, sliders between min "
+            "and max, dropdowns through their options), each `panel.set(...)` timed from the value change to the view rebuilt (hooks "
+            "re-registered, the view and plot rendered, the widget values updated). Of that, `refresh` is the "
+            "time spent rebuilding the view (`panel.last_update_ms`), and `plot` the part of it spent drawing "
+            "the plot and encoding it as PNG.",
+            "",
+            "| notebook | panel | controls | changes | median ms | worst ms | refresh median ms | plot median ms |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in n["notebooks"]:
+            for p in r["panels"]:
+                flags = "".join([f" ({p['errors']} errors)" if p["errors"] else "",
+                                 f" (not changed: {', '.join(p['skipped'])})" if p.get("skipped") else "",
+                                 f" ({p['not_updated']} changes without an update)" if p["not_updated"] else ""])
+                lines.append(f"| {r['notebook'][:2]} | {p['panel']}{' (with plot)' if p['plot'] else ''}{flags} | "
+                             f"{', '.join(p['controls'])} | {p['changes']} | {_ms(p['median_ms'])} | "
+                             f"{_ms(p['worst_ms'])} | {_ms(p['render_median_ms'])} | {_ms(p.get('plot_median_ms'))} |")
+            if not r["panels"]:
+                lines.append(f"| {r['notebook'][:2]} | (no open panel) | | | | | | |")
+    lines += ["", "Raw figures: `benchmarks/out/results" + ("-quick" if mode == "quick" else "") + ".json` "
+              "(not committed). How to run: `python3 dev.py bench` (a few minutes; run it on a quiet machine), "
+              "`python3 dev.py bench --quick` (under a minute)."]
+    return "\n".join(lines) + "\n"
+
+
+def summary(results: dict[str, Any]) -> str:
+    """A few lines for the terminal."""
+    lines = []
+    if "overhead" in results:
+        o = results["overhead"]
+        lines.append("hook overhead (median ms per forward; × hand-written detach):")
+        for n, v in o["steady_ms"].items():
+            lines.append(f"  {n:<40} {v:8.2f}  {o['steady_vs_hand_written'][n]:.3f}×")
+        lines.append(f"  torchinfo.summary, one call: {o['one_shot_ms']['torchinfo.summary']:.2f} ms; "
+                     f"hooklab Recorder one shot: {o['one_shot_ms']['hooklab Recorder (clone=True, default)']:.2f} ms")
+    if "memory" in results:
+        mm = results["memory"]
+        lines.append(f"memory: {mm['baseline_rss_mib']:.0f} MiB after 10 passes, peak {mm['peak_rss_mib']:.0f} MiB "
+                     f"over {mm['passes']} ({mm['growth']:+.2%})")
+    if "notebooks" in results:
+        n = results["notebooks"]
+        for r in n["notebooks"]:
+            panels = "; ".join(f"panel median {_ms(p['median_ms'])} ms, worst {_ms(p['worst_ms'])} ms"
+                               for p in r["panels"]) or "no panel"
+            lines.append(f"{r['notebook']}: {r['seconds']:.1f} s; {panels}")
+        lines.append(f"all notebooks: {n['total_s']:.1f} s")
+    rows = floors(results)
+    missed = [name for name, _, ok in rows if not ok]
+    lines.append(f"floors met: {len(rows) - len(missed)} of {len(rows)}" +
+                 ("".join(f"\n  MISSED: {name}" for name in missed)))
+    return "\n".join(lines)
+
+
+def write(results: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(markdown(results), encoding="utf-8")
+    raw = OUT / ("results-quick.json" if results["mode"] == "quick" else "results.json")
+    if path.parent != HERE:  # a custom --out: keep the JSON beside it
+        raw = path.with_suffix(".json")
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_text(json.dumps(results, indent=1), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 dev.py bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a short run; writes benchmarks/out/results-quick.md")
+    parser.add_argument("--only", default=",".join(SECTIONS),
+                        help=f"comma-separated sections to run (default: all of {','.join(SECTIONS)})")
+    parser.add_argument("--notebooks", help="comma-separated notebook numbers, e.g. 00,03 (default: all; quick: 00)")
+    parser.add_argument("--out", type=Path, help="where to write the Markdown table")
+    parser.add_argument("--threads", type=int, help="PyTorch threads for the overhead and memory runs "
+                        "(default: one per core, in quick mode 1; 1 gives steadier figures on a busy machine)")
+    args = parser.parse_args(argv)
+    mode = "quick" if args.quick else "full"
+    sections = tuple(s.strip() for s in args.only.split(",") if s.strip())
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown section(s) {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
+    numbers = [s.strip() for s in args.notebooks.split(",")] if args.notebooks else None
+    out = args.out or (OUT / "results-quick.md" if mode == "quick" else HERE / "RESULTS.md")
+    if mode == "full" and args.out is None and (sections != SECTIONS or numbers is not None):
+        out = OUT / "results-partial.md"  # RESULTS.md only from a complete run
+    # quick: one PyTorch thread unless told otherwise, so a busy machine cannot stretch the run
+    threads = args.threads if args.threads is not None else (1 if mode == "quick" else None)
+    results = collect(mode, sections, numbers, threads=threads)
+    write(results, out)
+    print(summary(results))
+    print(f"[bench] {results['seconds']:.0f} s; written to {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    missed = any(not ok for _, _, ok in floors(results))
+    return 1 if missed and mode == "full" else 0

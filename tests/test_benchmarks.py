@@ -1,0 +1,169 @@
+"""The benchmark command works: every section runs (with tiny settings) and the report is built.
+
+The timing floors are for the full run on a quiet machine (`python3 dev.py bench`); here only
+the structure of the results is checked, never a timing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from benchmarks import memory, overhead
+from benchmarks import notebooks as nbbench
+from benchmarks import run as bench
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"reps": 1, "forwards": 1, "one_shot_reps": 1, "passes": 12, "changes": 6}
+
+
+def _positive(x: float) -> bool:
+    return isinstance(x, float) and math.isfinite(x) and x > 0
+
+
+@pytest.fixture(scope="module")
+def results() -> dict:
+    """The quick mode end to end (notebook 00 only), with even fewer repetitions.
+
+    To keep this test short, the memory run (a fresh interpreter) goes on at the same time as
+    the others, in a thread; the real command runs the sections one after the other.
+    """
+    with ThreadPoolExecutor(1) as pool:
+        fresh = pool.submit(memory.run, TINY["passes"], 1)
+        found = bench.collect("quick", sections=("overhead", "notebooks"), notebooks=["00"], threads=1,
+                              overrides=TINY, log=lambda msg: None)
+        found["memory"] = fresh.result()
+    return found
+
+
+def test_overhead_measures_every_variant_and_leaves_no_hook(results):
+    o = results["overhead"]
+    assert set(o["steady_ms"]) == set(overhead.VARIANTS)
+    assert set(o["one_shot_ms"]) == (set(overhead.VARIANTS) - {"no hooks"}) | {"torchinfo.summary"}
+    assert all(_positive(v) for v in [*o["steady_ms"].values(), *o["one_shot_ms"].values()])
+    assert o["steady_vs_no_hooks"]["no hooks"] == 1.0
+    assert o["steady_vs_hand_written"]["hand-written detach"] == 1.0
+    assert o["floor"]["pair"] == ["hooklab Recorder(clone=False)", "hand-written detach"]
+    assert _positive(o["floor"]["ratio"]) and isinstance(o["floor"]["ok"], bool)
+    assert o["modules_hooked"] == 67  # every submodule of resnet18
+    assert o["hooks_left_on_model"] == 0
+    assert set(o["hook_call_us"]) == set(overhead.VARIANTS) - {"no hooks"}
+    assert all(_positive(v) for v in o["hook_call_us"].values())
+    assert o["hook_calls_per_forward"] == 75  # 67 modules; each block's ReLU runs twice
+    assert all(len(v) == TINY["reps"] * TINY["forwards"] for v in o["samples_steady_ms"].values())
+
+
+def test_the_recorder_and_the_hand_written_hooks_store_the_same_thing():
+    """Like with like: the floor's two variants hook the same modules and copy nothing."""
+    import torch
+
+    import hooklab
+    model, x = overhead.make_model()
+    rec = hooklab.Recorder(model, leaves=False, clone=False, name="bench-test-recorder")
+    with torch.no_grad():
+        y = model(x)
+    rec.remove()
+    assert list(rec) == [name for name, _ in overhead.hooked_modules(model)]
+    assert all(t.grad_fn is None for t in rec.outputs().values())
+    assert rec["fc"].output.data_ptr() == y.data_ptr()  # detached, not copied
+    for name in ["hand-written detach", "hooklab Recorder(clone=False)"]:
+        teardown = overhead.VARIANTS[name][0](model)
+        assert hooklab.count_hooks(model, include_global=False) == len(overhead.hooked_modules(model))
+        teardown()
+        assert hooklab.count_hooks(model, include_global=False) == 0
+
+
+def test_memory_runs_in_a_fresh_interpreter(results):
+    m = results["memory"]
+    assert m["passes"] == TINY["passes"] and m["modules_recorded"] == 67
+    assert m["outputs_kept"] == 67  # keep=1: one output per module, however many passes
+    assert m["calls_recorded"] > m["passes"] * 67 - 1
+    assert _positive(m["baseline_rss_mib"]) and m["peak_rss_mib"] >= m["end_rss_mib"] > 0
+    assert isinstance(m["floor"]["ok"], bool)
+
+
+def test_notebook_00_runs_and_its_panel_is_driven(results):
+    n = results["notebooks"]
+    [nb] = n["notebooks"]
+    assert nb["notebook"] == "00_start_here.ipynb" and nb["limit_s"] == 20
+    assert _positive(nb["seconds"]) and nb["unexpected_errors"] == []
+    [panel] = nb["panels"]
+    assert panel["controls"] and all(re.fullmatch(r"\w+ \((toggle|slider|dropdown)\)", c) for c in panel["controls"])
+    assert panel["changes"] == TINY["changes"] and panel["skipped"] == []
+    assert panel["not_updated"] == 0 and panel["errors"] == 0  # every change rebuilt the view
+    assert _positive(panel["median_ms"]) and panel["worst_ms"] >= panel["median_ms"]
+    assert math.isclose(n["total_s"], nb["seconds"])
+
+
+def test_report_lists_machine_floors_and_every_section(results, tmp_path):
+    out = tmp_path / "results.md"
+    bench.write(results, out)
+    text = out.read_text()
+    for needle in ["# Benchmarks", "**Machine:**", "cores", "GiB RAM", "Python 3.", "torch 2.",
+                   "## Floors", "## Hook overhead", "torchinfo.summary", "## Memory", "## Notebooks",
+                   "## Live labs", "00_start_here.ipynb", "| floor | measured | met |"]:
+        assert needle in text, needle
+    assert (tmp_path / "results.json").exists()
+    rows = bench.floors(results)
+    assert len(rows) == 5  # overhead, memory, notebook 00, the whole set, the panel
+    assert "floors met:" in bench.summary(results)
+
+
+def test_panel_values_cycle_through_every_kind_of_control():
+    """The generic driver: toggles flip, sliders jump between the ends, dropdowns cycle."""
+    import hooklab
+    from hooklab.widgets import Panel
+    ns: dict = {}
+    exec(nbbench.PANEL_CODE.split("print(__MARK__")[0], ns)
+    panel = Panel("bench-test", lambda p: {"v": p.values["level"]})
+    panel.toggle("on", lambda hooks, p: None)
+    panel.slider("level", 0.0, 2.0, 0.5, 0.0)
+    panel.dropdown("mode", ["a", "b", "c"], "b")
+    try:
+        assert ns["_bench_sequence"](panel, "on", 3) == ([True, False, True], "toggle")
+        assert ns["_bench_sequence"](panel, "level", 3) == ([2.0, 0.0, 2.0], "slider")
+        assert ns["_bench_sequence"](panel, "mode", 4) == (["c", "a", "b", "c"], "dropdown")
+        [result] = [r for r in ns["_bench_panels"](7) if r["panel"] == "bench-test"]
+        assert [(c["control"], c["changes"], c["updated"]) for c in result["controls"]] == [
+            ("on", 3, 3), ("level", 2, 2), ("mode", 2, 2)]  # in turns: on, level, mode, on, ...
+        assert panel.hook_count() == 0
+    finally:
+        panel.close_panel()
+
+
+def test_command_line(tmp_path, monkeypatch, capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--only", "nothing"])
+    monkeypatch.setitem(bench.MODES, "quick", {**bench.MODES["quick"], **TINY})
+    assert bench.main(["--quick", "--only", "overhead", "--threads", "1", "--out", str(tmp_path / "o.md")]) == 0
+    assert "## Hook overhead" in (tmp_path / "o.md").read_text()
+    assert "floors met: " in capsys.readouterr().out
+
+
+def test_dev_py_bench_runs_the_benchmarks_module(monkeypatch):
+    spec = importlib.util.spec_from_file_location("dev_for_bench", ROOT / "dev.py")
+    dev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dev)
+    calls: list[list[str]] = []
+    monkeypatch.setattr(dev, "setup", lambda: None)
+    monkeypatch.setattr(dev, "run", lambda cmd: calls.append(cmd) or 0)
+    assert dev.main(["bench", "--quick"]) == 0
+    assert calls[0][1:] == ["-m", "benchmarks", "--quick"]
+
+
+def test_a_notebook_with_an_unexpected_error_misses_its_floor(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("1 / 0"),
+                nbformat.v4.new_code_cell("# NBVAL_RAISES_EXCEPTION\nraise KeyError('x')")]
+    path = tmp_path / "00_broken.ipynb"
+    nbformat.write(nb, path)
+    r = nbbench.run_one(path, changes=2)
+    assert r["unexpected_errors"] == [(0, "ZeroDivisionError")]  # the marked cell is expected to raise
+    assert r["panels"] == [] and r["ok"] is False
+    assert nbformat.read(path, as_version=4).cells[0].outputs == []  # the file is not written back
