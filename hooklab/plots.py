@@ -20,7 +20,8 @@ def figure(size: tuple[float, float] = (5.0, 2.6)) -> Figure:
 def to_png(fig: Figure) -> bytes:
     """The figure as PNG bytes (for an ``ipywidgets.Image``)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    # light compression: encoding is a visible part of a live panel's update time
+    fig.savefig(buf, format="png", pil_kwargs={"compress_level": 1})
     return buf.getvalue()
 
 

@@ -1,0 +1,248 @@
+"""Notebook 05's exercises: the solutions pass, and typical wrong answers are named."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import hooklab
+from hooklab.exercises.resnet_traversal import (count_calls, count_exercise, grad_exercise, make_grad_saver,
+                                                make_saver, saver_exercise)
+
+
+def failures(verdict) -> str:
+    assert not verdict.passed, str(verdict)
+    return " | ".join(verdict.mistakes)
+
+
+# ---------------------------------------------------------------- exercise 1: save outputs by name
+def test_saver_solution_passes():
+    assert saver_exercise.check(make_saver).passed
+    assert "output.detach().clone()" in saver_exercise.solution().code
+
+
+def test_saver_other_right_answers_pass():
+    def with_copy(name, store):
+        def hook(module, args, output):
+            store[name] = output.clone().detach()
+        return hook
+
+    assert saver_exercise.check(with_copy).passed
+
+
+def test_saver_stub_says_not_written_yet():
+    def stub(name, store):
+        def hook(module, args, output):
+            raise NotImplementedError
+        return hook
+
+    assert "not written yet" in failures(saver_exercise.check(stub))
+
+
+def test_saver_graph_kept_is_named():
+    def keeps_graph(name, store):
+        def hook(module, args, output):
+            store[name] = output.clone()
+        return hook
+
+    msg = failures(saver_exercise.check(keeps_graph))
+    assert "still carry a grad_fn" in msg and "detach()" in msg
+
+
+def test_saver_keyed_by_module_is_named():
+    def by_module(name, store):
+        def hook(module, args, output):
+            store[module] = output.detach().clone()
+        return hook
+
+    assert "keyed by module objects" in failures(saver_exercise.check(by_module))
+
+
+def test_saver_accumulating_is_named():
+    def appends(name, store):
+        def hook(module, args, output):
+            store.setdefault(name, []).append(output.detach().clone())
+        return hook
+
+    assert "grows with every forward pass" in failures(saver_exercise.check(appends))
+
+
+def test_saver_detach_without_clone_is_named():
+    def shares_memory(name, store):
+        def hook(module, args, output):
+            store[name] = output.detach()
+        return hook
+
+    msg = failures(saver_exercise.check(shares_memory))
+    assert "in-place ReLU" in msg and ".clone()" in msg
+
+
+def test_saver_not_returning_a_hook_is_named():
+    def no_return(name, store):
+        def hook(module, args, output):
+            store[name] = output.detach().clone()
+
+    def wrong_signature(name, store):
+        def hook(module, output):
+            store[name] = output
+        return hook
+
+    assert "not a function" in failures(saver_exercise.check(no_return))
+    assert "not a forward hook" in failures(saver_exercise.check(wrong_signature))
+
+
+def test_saver_checks_leave_no_hooks_behind():
+    saver_exercise.check(make_saver)
+    assert hooklab.count_hooks(None) == 0
+
+
+# ---------------------------------------------------------------- exercise 2: count the calls
+def test_count_solution_passes_and_matches_resnet_facts():
+    import torchvision
+
+    assert count_exercise.check(count_calls).passed
+    model = torchvision.models.resnet18(weights=None).eval()
+    with torch.no_grad():
+        counts = count_calls(model, torch.randn(1, 3, 32, 32))
+    assert len(counts) == 67 and sum(counts.values()) == 75
+    assert {n for n, c in counts.items() if c == 2} == {f"layer{i}.{j}.relu" for i in range(1, 5) for j in (0, 1)}
+    assert hooklab.count_hooks(model) == 0
+
+
+def test_count_stub_says_not_written_yet():
+    def stub(model, x):
+        raise NotImplementedError
+
+    assert "not written yet" in failures(count_exercise.check(stub))
+
+
+def _counter(walk, *, increment=True, remove=True, by_module=False, shared=None):
+    def count(model, x):
+        names = {m: n for n, m in model.named_modules()}
+        counts = shared if shared is not None else {}
+
+        def hook(module, args, output):
+            key = module if by_module else names[module]
+            counts[key] = counts.get(key, 0) + 1 if increment else 1
+
+        handles = [m.register_forward_hook(hook) for m in walk(model)]
+        model(x)
+        if remove:
+            for h in handles:
+                h.remove()
+        return counts
+    return count
+
+
+def _every(model):
+    return [m for n, m in model.named_modules() if n]
+
+
+def _sequential_only(model):
+    found = []
+    for child in model.children():
+        if isinstance(child, nn.Sequential):
+            found += _sequential_only(child)
+        else:
+            found.append(child)
+    return found
+
+
+def test_count_keyed_by_module_is_named():
+    assert "module objects" in failures(count_exercise.check(_counter(_every, by_module=True)))
+
+
+def test_count_sequential_only_recursion_is_named():
+    msg = failures(count_exercise.check(_counter(_sequential_only)))
+    assert "not nn.Sequential" in msg and "named_modules()" in msg
+
+
+def test_count_children_only_is_named():
+    msg = failures(count_exercise.check(_counter(lambda m: list(m.children()))))
+    assert "no count for" in msg
+
+
+def test_count_setting_instead_of_adding_is_named():
+    msg = failures(count_exercise.check(_counter(_every, increment=False)))
+    assert "calls its one ReLU twice" in msg
+
+
+def test_count_hooks_left_behind_are_named():
+    msg = failures(count_exercise.check(_counter(_every, remove=False)))
+    assert "still on the model" in msg
+
+
+def test_count_shared_dict_is_named():
+    msg = failures(count_exercise.check(_counter(_every, shared={})))
+    assert "gave different counts" in msg
+
+
+# ---------------------------------------------------------------- exercise 3: save gradients by name
+def test_grad_solution_passes():
+    assert grad_exercise.check(make_grad_saver).passed
+    assert "output.register_hook(save)" in grad_exercise.solution().code
+
+
+def test_grad_stub_says_not_written_yet():
+    def stub(name, grads):
+        def hook(module, args, output):
+            raise NotImplementedError
+        return hook
+
+    verdict = grad_exercise.check(stub)
+    assert all("not written yet" in m for m in verdict.mistakes), str(verdict)
+
+
+def _grad_saver(*, returns_handle=False, on_input=False, changes_grad=False, guard=True, appends=False):
+    def make(name, grads):
+        def hook(module, args, output):
+            target = args[0] if on_input else output
+            if guard and not target.requires_grad:
+                return None
+
+            def save(grad):
+                if appends:
+                    grads.setdefault(name, []).append(grad)
+                else:
+                    grads[name] = grad
+                return grad * 2 if changes_grad else None
+
+            handle = target.register_hook(save)
+            return handle if returns_handle else None
+        return hook
+    return make
+
+
+def test_grad_other_right_answer_passes():
+    assert grad_exercise.check(_grad_saver()).passed
+
+
+def test_grad_returning_the_handle_is_named():
+    assert "do not return it" in failures(grad_exercise.check(_grad_saver(returns_handle=True)))
+
+
+def test_grad_hook_on_the_input_is_named():
+    msg = failures(grad_exercise.check(_grad_saver(on_input=True)))
+    assert "not on `args[0]`" in msg
+
+
+def test_grad_changed_gradient_is_named():
+    assert "replaces the gradient" in failures(grad_exercise.check(_grad_saver(changes_grad=True)))
+
+
+def test_grad_no_guard_under_no_grad_is_named():
+    assert "if output.requires_grad" in failures(grad_exercise.check(_grad_saver(guard=False)))
+
+
+def test_grad_appending_is_named():
+    assert "keep only the latest gradient" in failures(grad_exercise.check(_grad_saver(appends=True)))
+
+
+def test_grad_with_full_backward_hook_instead_is_named():
+    def make(name, grads):
+        def hook(module, args, output):
+            module.register_full_backward_hook(lambda m, gi, go: grads.__setitem__(name, go[0]))
+        return hook
+
+    verdict = grad_exercise.check(make)
+    assert not verdict.passed
