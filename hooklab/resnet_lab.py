@@ -90,11 +90,10 @@ def mosaic(maps: torch.Tensor, n: int = 16, pad: int = 1) -> torch.Tensor:
     maps = (maps - lo) / (hi - lo).clamp_min(1e-12)
     cols = math.ceil(math.sqrt(c))
     rows = math.ceil(c / cols)
-    out = torch.ones(rows * (h + pad) - pad, cols * (w + pad) - pad)
-    for i, fmap in enumerate(maps):
-        r, q = divmod(i, cols)
-        out[r * (h + pad): r * (h + pad) + h, q * (w + pad): q * (w + pad) + w] = fmap
-    return out
+    tiles = torch.ones(rows * cols, h + pad, w + pad)  # each tile with its gap below and to the right
+    tiles[:c, :h, :w] = maps
+    out = tiles.view(rows, cols, h + pad, w + pad).permute(0, 2, 1, 3).reshape(rows * (h + pad), cols * (w + pad))
+    return out[: rows * (h + pad) - pad, : cols * (w + pad) - pad]
 
 
 def photo_image(x: torch.Tensor) -> torch.Tensor:
@@ -146,7 +145,8 @@ def layer_figure(fig: Any, output: torch.Tensor, title: str = "") -> Any:
     """Draw a layer's output on ``fig``: a histogram of its values, and its first 16 feature maps
     as one tiled image (or, for an output without spatial size, its first 256 values as a line).
 
-    Built for speed (a live panel redraws it on every change): no layout engine, one image.
+    Built for speed (a live panel redraws it on every change): no layout engine, one image, and
+    the tensor work on one CPU thread (see :func:`torch_threads`).
 
     >>> from hooklab.plots import figure
     >>> len(layer_figure(figure(), torch.rand(1, 4, 8, 8), "conv1").axes)
@@ -156,20 +156,22 @@ def layer_figure(fig: Any, output: torch.Tensor, title: str = "") -> Any:
         fig.set_layout_engine(None)  # a layout engine makes savefig draw the figure twice
     ax_hist, ax_maps = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1], "left": 0.06, "right": 0.98,
                                                        "bottom": 0.12, "top": 0.88, "wspace": 0.12})
-    values = output.detach().float().flatten()
-    lo, hi = values.min().item(), values.max().item()
-    if hi <= lo:
-        hi = lo + 1.0
-    counts = torch.histc(values, bins=40, min=lo, max=hi)
+    with torch_threads(1):
+        values = output.detach().float().flatten()
+        lo, hi = values.min().item(), values.max().item()
+        if hi <= lo:
+            hi = lo + 1.0
+        counts = torch.histc(values, bins=40, min=lo, max=hi)
+        spatial = output.dim() == 4 and output.shape[-1] * output.shape[-2] > 1
+        tiled = mosaic(output).numpy() if spatial else None
     ax_hist.stairs(counts.numpy(), torch.linspace(lo, hi, 41).numpy(), fill=True, color="#4c72b0")
     head = f"{title}: " if title else ""
     # a title with a fixed y skips a slow layout step
     ax_hist.set_title(f"{head}histogram of {values.numel()} output values", fontsize=8, y=1.0)
     ax_hist.tick_params(labelsize=7)
     ax_hist.set_yticks([])  # the counts' scale adds little; fewer labels draw faster
-    spatial = output.dim() == 4 and output.shape[-1] * output.shape[-2] > 1
     if spatial:
-        ax_maps.imshow(mosaic(output).numpy(), cmap="gray")
+        ax_maps.imshow(tiled, cmap="gray")
         ax_maps.set_title(f"first {min(16, output.shape[1])} of {output.shape[1]} feature maps", fontsize=8, y=1.0)
         ax_maps.set_axis_off()
     else:

@@ -42,6 +42,23 @@ def test_mosaic_tiles_and_normalises_each_channel():
         lab.mosaic(torch.zeros(4, 4))
 
 
+def test_mosaic_places_each_channel_row_by_row_with_white_gaps():
+    maps = torch.stack([torch.tensor([[0.0, float(i + 1)]]) for i in range(5)])  # 5 maps of 1 x 2
+    tiled = lab.mosaic(maps, pad=1)
+    assert tiled.shape == (3, 8)  # 3 columns x 2 rows of 1 x 2 tiles, 1 pixel apart
+    expected = torch.ones(3, 8)
+    for i in range(5):
+        r, q = divmod(i, 3)
+        expected[2 * r, 3 * q: 3 * q + 2] = torch.tensor([0.0, 1.0])
+    assert torch.equal(tiled, expected)  # the sixth place stays white
+
+
+def test_layer_figure_leaves_the_thread_count_alone():
+    before = torch.get_num_threads()
+    lab.layer_figure(figure(), torch.randn(1, 4, 6, 6))
+    assert torch.get_num_threads() == before
+
+
 def test_photo_image_undoes_the_normalisation():
     img = lab.photo_image(hooklab.data.sample_photo(16))
     assert img.shape == (16, 16, 3) and 0 <= img.min() and img.max() <= 1
