@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -29,7 +30,7 @@ from torch import nn
 from .hooks import Hooks
 from .selection import module as find_module
 
-__all__ = ["GradCAM", "cam_from", "peak_positions", "peak_inside", "plot_overlay"]
+__all__ = ["GradCAM", "cam_from", "peak_positions", "peak_inside", "peak_distance", "plot_overlay", "quick_overlay"]
 
 
 def cam_from(activations: torch.Tensor, gradients: torch.Tensor, size: Sequence[int] | None = None) -> torch.Tensor:
@@ -64,6 +65,9 @@ class GradCAM:
         layer: the layer's name (``"relu3"``); ``KeyError`` with the closest names if unknown.
         name: the owning :class:`hooklab.Hooks` name; building a new ``GradCAM`` with the same name
             (the default is derived from the model) removes the older one's hook.
+        threads: CPU threads for each pass (``None``: torch's setting). ``threads=1`` is the fastest
+            for one small image, above all on a busy machine, where waking a second thread can cost
+            more than the whole pass: use it in a live panel. Torch's setting is restored afterwards.
 
     Call it on a batch of images: ``cam(images, target=None)`` returns ``[N, H, W]`` heat maps for
     ``target`` (a class index or one per image; ``None``: the predicted class). Afterwards
@@ -71,8 +75,8 @@ class GradCAM:
     Use it as a context manager, or call :meth:`remove`.
     """
 
-    def __init__(self, model: nn.Module, layer: str, *, name: str | None = None) -> None:
-        self.model, self.layer = model, layer
+    def __init__(self, model: nn.Module, layer: str, *, name: str | None = None, threads: int | None = None) -> None:
+        self.model, self.layer, self.threads = model, layer, threads
         self.module = find_module(model, layer)
         self.activations: torch.Tensor | None = None
         self.gradients: torch.Tensor | None = None
@@ -89,9 +93,11 @@ class GradCAM:
         self.gradients = grad.detach().clone()
 
     def __call__(self, images: torch.Tensor, target: int | Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
-        was_training = self.model.training
+        was_training, old_threads = self.model.training, torch.get_num_threads()
         self.model.eval()
         self.gradients = None
+        if self.threads is not None:
+            torch.set_num_threads(self.threads)
         try:
             with torch.enable_grad():
                 logits = self.model(images)
@@ -105,6 +111,7 @@ class GradCAM:
         finally:
             self.model.zero_grad(set_to_none=True)  # leave no parameter gradients behind
             self.model.train(was_training)
+            torch.set_num_threads(old_threads)
         self.logits = logits.detach()
         if self.gradients is None or self.activations is None:
             raise RuntimeError(f"the hooks on {self.layer!r} saw no gradient: is the layer on the path from the "
@@ -154,6 +161,24 @@ def peak_inside(cams: torch.Tensor, masks: torch.Tensor, tolerance: int = 0) -> 
     return masks[torch.arange(len(masks)), rc[:, 0], rc[:, 1]]
 
 
+def peak_distance(cams: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+    """For each heat map, how far its maximum lies from the nearest pixel of the mask, in pixels
+    (``[N]`` float; 0 when the peak is on the mask, ``inf`` for an empty mask).
+
+    >>> cams = torch.tensor([[[0.0, 0.0, 1.0]], [[1.0, 0.0, 0.0]]])
+    >>> masks = torch.tensor([[[True, False, False]], [[True, False, False]]])
+    >>> peak_distance(cams, masks).tolist()
+    [2.0, 0.0]
+    """
+    if cams.shape != masks.shape:
+        raise ValueError(f"heat maps {list(cams.shape)} and masks {list(masks.shape)} must have the same shape.")
+    rows = torch.arange(masks.shape[-2], dtype=torch.float32).view(1, -1, 1)
+    cols = torch.arange(masks.shape[-1], dtype=torch.float32).view(1, 1, -1)
+    rc = peak_positions(cams).float()
+    dist = ((rows - rc[:, 0].view(-1, 1, 1)) ** 2 + (cols - rc[:, 1].view(-1, 1, 1)) ** 2).sqrt()
+    return dist.masked_fill(~masks.bool(), float("inf")).flatten(1).amin(dim=1)
+
+
 def plot_overlay(ax: Any, image: torch.Tensor, cam: torch.Tensor, mask: torch.Tensor | None = None,
                  title: str = "", alpha: float = 0.5) -> Any:
     """The image in grey, the heat map on top (``alpha``), the shape's outline (if ``mask``) and a
@@ -175,3 +200,55 @@ def plot_overlay(ax: Any, image: torch.Tensor, cam: torch.Tensor, mask: torch.Te
     if title:
         ax.set_title(title, fontsize=8)
     return ax
+
+
+def quick_overlay(fig: Any, image: torch.Tensor, cam: torch.Tensor, mask: torch.Tensor | None = None,
+                  title: str = "", alpha: float = 0.5) -> Any:
+    """A cheap picture for a live panel: the image and the image with its heat map, side by side,
+    the shape's outline in white on the heat map (if ``mask``, drawn along the shape's outermost
+    pixels, so a peak just outside the shape shows outside the line) and a white cross on the peak.
+
+    Drawn as ONE array of pixels (``fig.figimage``, every image pixel a block of screen pixels,
+    no resampling) plus the title: no axes, ticks or layout engine, which is where matplotlib
+    spends most of its time on a small figure. The blocks are as large as the figure allows.
+
+    >>> from hooklab.plots import figure
+    >>> picture = quick_overlay(figure((2.8, 1.6)), torch.zeros(1, 8, 8), torch.rand(8, 8), title="demo")
+    >>> picture.get_array().shape   # two 8x8 images of 17x17-pixel blocks and a 6-pixel gap
+    (136, 278, 3)
+    """
+    import matplotlib
+
+    fig.set_layout_engine(None)  # the constrained layout costs more than the drawing
+    grey = ((image.detach().squeeze().float() + 0.3) / 1.6).clamp(0, 1).numpy()
+    grey = np.stack([grey] * 3, axis=-1)
+    heat = matplotlib.colormaps["jet"](cam.detach().float().clamp(0, 1).numpy())[..., :3]
+    h, w = grey.shape[:2]
+    width_px, height_px = (fig.get_size_inches() * fig.dpi).astype(int)
+    title_px, gap = (int(fig.dpi * 0.2) if title else 0), 6
+    scale = max(1, min((height_px - title_px) // h, (width_px - gap) // (2 * w)))
+
+    def blocks(a: np.ndarray) -> np.ndarray:
+        return np.repeat(np.repeat(a, scale, axis=0), scale, axis=1)
+
+    right = blocks((1 - alpha) * grey + alpha * heat)
+    if mask is not None:
+        m = blocks(mask.detach().cpu().numpy().astype(bool))
+        inner = m.copy()
+        inner[1:] &= m[:-1]
+        inner[:-1] &= m[1:]
+        inner[:, 1:] &= m[:, :-1]
+        inner[:, :-1] &= m[:, 1:]
+        right[m & ~inner] = 1.0  # the outline: shape pixels next to a background pixel
+    r, c = peak_positions(cam.detach().unsqueeze(0))[0].tolist()
+    cr, cc, arm = r * scale + scale // 2, c * scale + scale // 2, max(2, scale)
+    thick = max(1, scale // 4)
+    right[max(0, cr - thick):cr + thick + 1, max(0, cc - arm):cc + arm + 1] = 1.0
+    right[max(0, cr - arm):cr + arm + 1, max(0, cc - thick):cc + thick + 1] = 1.0
+    picture = np.concatenate([blocks(grey), np.ones((h * scale, gap, 3)), right], axis=1)
+    x0 = max(0, (width_px - picture.shape[1]) // 2)
+    y0 = max(0, height_px - title_px - picture.shape[0])
+    shown = fig.figimage(picture, xo=x0, yo=y0 // 2, origin="upper")
+    if title:
+        fig.text(0.5, 1 - 0.04 * 1.6 / fig.get_size_inches()[1], title, ha="center", va="top", fontsize=8)
+    return shown
