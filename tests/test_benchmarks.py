@@ -117,7 +117,6 @@ def test_report_lists_machine_floors_and_every_section(results, tmp_path):
 
 def test_panel_values_cycle_through_every_kind_of_control():
     """The generic driver: toggles flip, sliders jump between the ends, dropdowns cycle."""
-    import hooklab
     from hooklab.widgets import Panel
     ns: dict = {}
     exec(nbbench.PANEL_CODE.split("print(__MARK__")[0], ns)
