@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
+from matplotlib.ticker import NullLocator
 from torch import nn
 
 from ._table import Table
@@ -34,7 +35,7 @@ from .hooks import Hooks
 from .selection import select
 
 __all__ = ["LayerStats", "ActivationStats", "GradNorms", "Run", "run", "dead_share",
-           "plot_stats", "plot_colorful", "plot_grad_flow", "plot_runs"]
+           "plot_stats", "plot_colorful", "plot_grad_flow", "plot_runs", "plot_lab"]
 
 
 def dead_share(output: torch.Tensor) -> float:
@@ -240,11 +241,16 @@ class Run:
             f"{layer} mean": round(last["mean"], 3),
             f"{layer} std": round(last["std"], 3),
             f"{layer} dead units": f"{last['dead']:.0%}",
-            "conv1 grad norm": round(_mean_last(self.grads.norms["conv1"], n), 4),
+            "conv1 grad norm": _sig(_mean_last(self.grads.norms["conv1"], n)),
         }
 
     def __repr__(self) -> str:
         return f"Run({self.label}: {len(self.losses)} steps, test accuracy {self.test_accuracy:.1%})"
+
+
+def _sig(x: float, digits: int = 3) -> float:
+    """``x`` rounded to ``digits`` significant digits (a tiny gradient norm stays visible: 1.7e-05)."""
+    return float(f"{x:.{digits}g}")
 
 
 def _mean_last(values: Sequence[float], n: int) -> float:
@@ -276,6 +282,12 @@ def run(init: str = "kaiming", lr: float = 0.006, *, steps: int | None = None, e
 
 
 # ---------------------------------------------------------------------- plots
+def _fixed_layout(fig: Any, **space: float) -> None:
+    """No layout engine, fixed margins: the constrained layout costs more than the drawing."""
+    fig.set_layout_engine(None)
+    fig.subplots_adjust(**{"left": 0.07, "right": 0.98, "wspace": 0.3, **space})
+
+
 _COLORS = ("#1f5f99", "#e07b39", "#3a923a", "#b3261e", "#7b4fa0")
 
 
@@ -288,6 +300,7 @@ def plot_stats(fig: Any, stats: ActivationStats, layers: Sequence[str] | None = 
     3
     """
     layers = list(layers or stats.layers)
+    _fixed_layout(fig, top=0.82 if title else 0.88, bottom=0.2)
     axes = fig.subplots(1, 3)
     for ax, key, label in zip(axes, ("mean", "std", "dead"), ("mean", "std", "dead units (share)")):
         for i, name in enumerate(layers):
@@ -296,7 +309,7 @@ def plot_stats(fig: Any, stats: ActivationStats, layers: Sequence[str] | None = 
         ax.set_xlabel("step", fontsize=8)
         ax.tick_params(labelsize=7)
     axes[2].set_ylim(-0.05, 1.05)
-    axes[0].legend(fontsize=7, frameon=False)
+    axes[0].legend(fontsize=7, frameon=False, loc="upper left")
     if title:
         fig.suptitle(title, fontsize=9)
     return fig
@@ -315,7 +328,8 @@ def plot_colorful(ax: Any, stats: LayerStats, hist_max: float = 4.0, title: str 
     if not stats.hist:
         raise LookupError(f"no histograms recorded for {stats.name!r} yet.")
     h = torch.tensor(stats.hist).T.log1p()
-    ax.imshow(h.numpy(), origin="lower", aspect="auto", cmap="viridis", extent=(0, len(stats.hist), 0, hist_max))
+    ax.imshow(h.numpy(), origin="lower", aspect="auto", cmap="viridis",
+              extent=(0, len(stats.hist), 0, hist_max), interpolation="nearest")
     ax.set_xlabel("step", fontsize=8)
     ax.set_ylabel("activation value", fontsize=8)
     ax.tick_params(labelsize=7)
@@ -334,9 +348,11 @@ def plot_grad_flow(ax: Any, grads: GradNorms, title: str = "gradient norm per la
     for i, (name, values) in enumerate(grads.norms.items()):
         ax.plot([v if v > 0 else float("nan") for v in values], color=_COLORS[i % len(_COLORS)], lw=1, label=name)
     ax.set_yscale("log")
+    ax.yaxis.set_minor_locator(NullLocator())  # minor ticks on a log axis cost more than the lines
     ax.set_xlabel("step", fontsize=8)
     ax.tick_params(labelsize=7)
-    ax.legend(fontsize=7, frameon=False)
+    ax.set_xlim(0, max((len(v) for v in grads.norms.values()), default=1))
+    ax.legend(fontsize=7, loc="lower left", ncols=2, handlelength=1, columnspacing=0.8)
     ax.set_title(title, fontsize=9)
     return ax
 
@@ -349,6 +365,7 @@ def plot_runs(fig: Any, runs: Sequence[Run], layer: str = "relu3", hist_max: flo
     >>> len(plot_runs(figure((9, 4)), [r, r]).axes)
     6
     """
+    _fixed_layout(fig, top=0.9, bottom=0.1, hspace=0.75)
     axes = fig.subplots(len(runs), 3, squeeze=False)
     for row, r in zip(axes, runs):
         plot_colorful(row[0], r.stats[layer], hist_max, title=f"{r.label}\n{layer}: histogram per step")
@@ -358,6 +375,37 @@ def plot_runs(fig: Any, runs: Sequence[Run], layer: str = "relu3", hist_max: flo
         row[1].set_title(f"{layer}: share of zeros, dead units", fontsize=9)
         row[1].set_xlabel("step", fontsize=8)
         row[1].tick_params(labelsize=7)
-        row[1].legend(fontsize=7, frameon=False)
+        row[1].legend(fontsize=7, frameon=False, loc="center right")
         plot_grad_flow(row[2], r.grads, title=f"gradient norms (accuracy {r.test_accuracy:.0%})")
+    return fig
+
+
+def plot_lab(fig: Any, run: Run, layer: str = "relu3") -> Any:
+    """The live lab's plot, kept cheap enough to redraw on every change (two panels, no layout
+    engine, fixed ticks, no log axis): ``layer``'s colorful dimension, and log10 of each layer's
+    weight-gradient norm over the steps (a norm of exactly 0 leaves a gap).
+
+    >>> from hooklab.plots import figure
+    >>> r = run(steps=2, n_train=64, n_test=32)
+    >>> [ax.texts[0].get_text() for ax in plot_lab(figure((6.4, 1.9)), r, "relu2").axes]
+    ['relu2: histogram per step', 'log10 of the gradient norm']
+    """
+    _fixed_layout(fig, left=0.05, right=0.99, top=0.86, bottom=0.14, wspace=0.15)
+    hist_ax, grad_ax = fig.subplots(1, 2)
+    steps = len(run.losses)
+    plot_colorful(hist_ax, run.stats[layer], run.stats.hist_max, title=" ")
+    hist_ax.set_ylabel("")
+    hist_ax.set_yticks([0, run.stats.hist_max / 2, run.stats.hist_max])
+    for i, (name, values) in enumerate(run.grads.norms.items()):
+        grad_ax.plot([math.log10(v) if v > 0 else float("nan") for v in values],
+                     color=_COLORS[i % len(_COLORS)], lw=1, label=name)
+    grad_ax.set_xlim(0, steps)
+    grad_ax.legend(fontsize=7, loc="lower right", ncols=2, handlelength=1, columnspacing=0.8)
+    titles = (f"{layer}: histogram per step", "log10 of the gradient norm")
+    for ax, title in zip((hist_ax, grad_ax), titles):
+        ax.set_title("")  # a title is placed by measuring the axes; a text at a fixed place is cheaper
+        ax.text(0.5, 1.04, title, transform=ax.transAxes, ha="center", fontsize=9)
+        ax.set_xticks([0, steps // 2, steps])
+        ax.set_xlabel("")
+        ax.tick_params(labelsize=7)
     return fig

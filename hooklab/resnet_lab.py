@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
 import torch
-from matplotlib.figure import Figure
 
 from ._table import Table
 

@@ -6,7 +6,6 @@ import math
 
 import pytest
 import torch
-from torch import nn
 
 import hooklab
 import hooklab.diagnostics as diag
@@ -108,3 +107,19 @@ def test_plots_draw():
     diag.plot_grad_flow(fig.add_subplot(), r.grads)
     with pytest.raises(LookupError):
         diag.plot_colorful(fig.add_subplot(), diag.LayerStats("x"))
+
+
+def test_plot_lab_is_cheap_and_labelled():
+    r = diag.run("tiny", 0.006, steps=30, n_train=960, n_test=32)
+    fig = diag.plot_lab(figure((6.4, 1.9)), r, layer="relu1")
+    assert fig.get_layout_engine() is None  # the constrained layout costs more than the drawing
+    assert [ax.texts[0].get_text() for ax in fig.axes] == ["relu1: histogram per step", "log10 of the gradient norm"]
+    assert fig.axes[0].images[0].get_interpolation() == "nearest"
+    assert len(fig.axes[1].lines) == 4
+    assert to_png(fig)[:4] == b"\x89PNG"
+
+
+def test_summary_keeps_small_gradient_norms_visible():
+    r = diag.run("kaiming", 0.006, steps=2, n_train=64, n_test=32)
+    r.grads.norms["conv1"][:] = [1.234e-5, 1.234e-5]
+    assert r.summary("relu1", n=2)["conv1 grad norm"] == 1.23e-5

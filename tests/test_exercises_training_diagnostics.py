@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import doctest
 
-import torch
 
 from hooklab.exercises import training_diagnostics as ex
 
@@ -75,7 +74,12 @@ def test_clip_grad_mistakes():
     def returns_new(param):
         return param.grad / param.grad.norm()
     msg = mistakes(ex.clip_grad, returns_new)
-    assert "unchanged" in msg and "ignores what a post-accumulate-grad hook returns" in msg
+    assert "unchanged" in msg and "must return None" in msg
+
+    def scales_and_returns(param):
+        param.grad.mul_(1 / max(1.0, param.grad.norm().item()))
+        return param.grad
+    assert "must return None" in mistakes(ex.clip_grad, scales_and_returns)
 
     def clamps(param):
         param.grad.clamp_(-1, 1)

@@ -27,11 +27,11 @@ __all__ = ["stats_hook", "clip_grad"]
 def make_stats_hook(store):
     def record(module, args, output):
         a = output.detach()
-        per_unit_max = a.amax(dim=[d for d in range(a.dim()) if d != 1])
+        per_channel_max = a.amax(dim=(0, 2, 3))  # the largest value of each channel
         store.append({
             "mean": a.mean().item(),
             "std": a.std().item(),
-            "dead": (per_unit_max <= 0).float().mean().item(),
+            "dead": (per_channel_max <= 0).float().mean().item(),
         })
     return record
 
@@ -137,9 +137,12 @@ def _check_scales_down(fn: Callable) -> None:
     result = fn(p)
     got = p.grad
     if torch.allclose(got, torch.tensor([3.0, -4.0])):
-        hint = (" Your hook returned a value: PyTorch ignores what a post-accumulate-grad hook returns."
-                if result is not None else "")
+        hint = (" Your hook returned a value instead: a post-accumulate-grad hook must return None "
+                "(PyTorch raises a RuntimeError otherwise)." if result is not None else "")
         raise Mistake("param.grad is unchanged. Change it in place, e.g. param.grad.mul_(1 / norm)." + hint)
+    if result is not None:
+        raise Mistake("your hook returns a value: a post-accumulate-grad hook must return None (PyTorch raises "
+                      "a RuntimeError otherwise). Change param.grad in place and end without `return`.")
     if torch.allclose(got, torch.tensor([1.0, -1.0])):
         raise Mistake("you clamped each element to [-1, 1]; that changes the gradient's direction. Scale the "
                       "whole gradient instead: multiply it by 1 / norm when its norm is above 1.")
