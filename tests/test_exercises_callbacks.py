@@ -8,10 +8,7 @@ import torch
 
 from hooklab.exercises.callbacks import hook_for_one_call, one_per_name, register_each, run_with_hook
 
-
-def only_failure(verdict) -> str:
-    assert not verdict.passed, str(verdict)
-    return " | ".join(verdict.mistakes)
+from .checking import failures
 
 
 # ---------------------------------------------------------------- one callback per name
@@ -52,14 +49,14 @@ def test_calling_while_registering_is_named():
             log.append(name)
             callbacks.register(lambda: None)
 
-    assert "before anything called the callbacks" in only_failure(one_per_name.check(eager))
+    assert "before anything called the callbacks" in failures(one_per_name.check(eager))
 
 
 def test_one_callback_for_all_names_is_named():
     def single(callbacks, names, log):
         callbacks.register(lambda: log.extend(names))
 
-    assert "you registered 1 callback for 3 names" in only_failure(one_per_name.check(single))
+    assert "you registered 1 callback for 3 names" in failures(one_per_name.check(single))
 
 
 def test_hardcoded_names_are_caught():
@@ -76,7 +73,7 @@ def test_stub_says_not_written_yet():
     def stub(callbacks, names, log):
         raise NotImplementedError
 
-    assert "not written yet" in only_failure(one_per_name.check(stub))
+    assert "not written yet" in failures(one_per_name.check(stub))
 
 
 # ---------------------------------------------------------------- a hook for one call only
@@ -101,7 +98,7 @@ def test_forward_instead_of_call_is_named():
         with model.register_forward_hook(hook):
             return model.forward(x)
 
-    assert "model.forward(x) skips every hook" in only_failure(hook_for_one_call.check(skips))
+    assert "model.forward(x) skips every hook" in failures(hook_for_one_call.check(skips))
 
 
 def test_forgetting_to_remove_is_named():
@@ -109,7 +106,7 @@ def test_forgetting_to_remove_is_named():
         model.register_forward_hook(hook)
         return model(x)
 
-    msgs = only_failure(hook_for_one_call.check(leaks))
+    msgs = failures(hook_for_one_call.check(leaks))
     assert "1 hook was still registered" in msgs and "stayed registered" in msgs
 
 
@@ -133,7 +130,7 @@ def test_swallowing_the_error_is_named():
             except Exception:
                 return None
 
-    assert "hid it" in only_failure(hook_for_one_call.check(swallows))
+    assert "hid it" in failures(hook_for_one_call.check(swallows))
 
 
 def test_forgetting_to_return_is_named():
@@ -141,7 +138,7 @@ def test_forgetting_to_return_is_named():
         with model.register_forward_hook(hook):
             model(x)
 
-    assert "forget to `return`" in only_failure(hook_for_one_call.check(no_return))
+    assert "forget to `return`" in failures(hook_for_one_call.check(no_return))
 
 
 def test_registering_twice_is_named():
@@ -149,7 +146,7 @@ def test_registering_twice_is_named():
         with model.register_forward_hook(hook), model.register_forward_hook(hook):
             return model(x)
 
-    assert "ran 2 times" in only_failure(hook_for_one_call.check(twice))
+    assert "ran 2 times" in failures(hook_for_one_call.check(twice))
 
 
 def test_checks_leave_the_global_random_state_alone():

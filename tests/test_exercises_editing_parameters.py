@@ -8,10 +8,7 @@ from torch import nn
 from hooklab.exercises.editing_parameters import (fold_exercise, fold_pruned_weights, logger_exercise,
                                                   make_weight_logger, max_norm_exercise, max_norm_hook)
 
-
-def failures(verdict) -> str:
-    assert not verdict.passed, str(verdict)
-    return " | ".join(verdict.mistakes)
+from .checking import failures
 
 
 # ---------------------------------------------------------------- exercise 1: max-norm

@@ -8,11 +8,11 @@ import torch
 
 from hooklab.exercises import grad_cam as ex
 
+from .checking import failures
+
 
 def mistakes(exercise, fn):
-    verdict = exercise.check(fn)
-    assert not verdict.passed
-    return " ".join(verdict.mistakes)
+    return failures(exercise.check(fn))
 
 
 def test_solutions_pass():

@@ -9,10 +9,7 @@ import hooklab
 from hooklab.exercises.resnet_traversal import (count_calls, count_exercise, grad_exercise, make_grad_saver,
                                                 make_saver, saver_exercise)
 
-
-def failures(verdict) -> str:
-    assert not verdict.passed, str(verdict)
-    return " | ".join(verdict.mistakes)
+from .checking import failures
 
 
 # ---------------------------------------------------------------- exercise 1: save outputs by name

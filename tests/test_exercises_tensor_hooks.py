@@ -6,10 +6,7 @@ import torch
 
 from hooklab.exercises.tensor_hooks import clamp_exercise, clamp_hook, log_exercise, log_grad_norms
 
-
-def only_failure(verdict) -> str:
-    assert not verdict.passed, str(verdict)
-    return " | ".join(verdict.mistakes)
+from .checking import failures
 
 
 # ---------------------------------------------------------------- clamp the gradient
@@ -27,7 +24,7 @@ def test_forgetting_to_return_is_named():
     def observes(grad):
         grad.clamp(-1, 1)
 
-    assert "returns None, so the gradient is unchanged" in only_failure(clamp_exercise.check(observes))
+    assert "returns None, so the gradient is unchanged" in failures(clamp_exercise.check(observes))
 
 
 def test_in_place_change_is_named():
@@ -37,7 +34,7 @@ def test_in_place_change_is_named():
     def in_place_and_returned(grad):
         return grad.clamp_(-1, 1)
 
-    assert "changed the gradient in place and returned None" in only_failure(clamp_exercise.check(in_place))
+    assert "changed the gradient in place and returned None" in failures(clamp_exercise.check(in_place))
     verdict = clamp_exercise.check(in_place_and_returned)
     assert [d for ok, d, _ in verdict.lines if not ok] == ["leaves the gradient it is given unchanged"]
     assert "in place" in verdict.mistakes[0]
@@ -47,18 +44,18 @@ def test_norm_clipping_is_named():
     def scales(grad):
         return grad * (1.0 / grad.norm())
 
-    assert "scaled the whole gradient" in only_failure(clamp_exercise.check(scales))
+    assert "scaled the whole gradient" in failures(clamp_exercise.check(scales))
 
 
 def test_one_sided_and_unchanged_are_named():
-    assert "expected [-1.0, -0.5, 0.25, 1.0]" in only_failure(clamp_exercise.check(lambda grad: grad.clamp(max=1)))
-    assert "unchanged" in only_failure(clamp_exercise.check(lambda grad: grad.clone()))
+    assert "expected [-1.0, -0.5, 0.25, 1.0]" in failures(clamp_exercise.check(lambda grad: grad.clamp(max=1)))
+    assert "unchanged" in failures(clamp_exercise.check(lambda grad: grad.clone()))
 
 
 def test_wrong_signature_and_wrong_type_are_named():
     verdict = clamp_exercise.check(lambda module, grad: grad)
     assert len(verdict.lines) == 1 and "hook(grad)" in verdict.mistakes[0]
-    assert "returns a list" in only_failure(clamp_exercise.check(lambda grad: grad.tolist()))
+    assert "returns a list" in failures(clamp_exercise.check(lambda grad: grad.tolist()))
 
 
 # ---------------------------------------------------------------- log gradient norms by name
@@ -73,7 +70,7 @@ def test_late_binding_is_named():
             handles.append(param.register_hook(lambda grad: log.__setitem__(name, grad.norm().item())))
         return handles
 
-    assert "late binding" in only_failure(log_exercise.check(late))
+    assert "late binding" in failures(log_exercise.check(late))
 
 
 def test_no_handles_returned_is_named():
@@ -81,7 +78,7 @@ def test_no_handles_returned_is_named():
         for name, param in model.named_parameters():
             param.register_hook(lambda grad, name=name: log.__setitem__(name, grad.norm().item()))
 
-    msgs = only_failure(log_exercise.check(no_return))
+    msgs = failures(log_exercise.check(no_return))
     assert "returns None" in msgs and "still logged" in msgs
 
 
@@ -95,7 +92,7 @@ def test_hook_that_changes_the_gradient_is_named():
             handles.append(param.register_hook(hook))
         return handles
 
-    assert "a logging hook only looks" in only_failure(log_exercise.check(returns_grad))
+    assert "a logging hook only looks" in failures(log_exercise.check(returns_grad))
 
 
 def test_reading_param_grad_instead_of_the_argument_is_reported():
@@ -105,7 +102,7 @@ def test_reading_param_grad_instead_of_the_argument_is_reported():
             handles.append(param.register_hook(lambda grad, name=name, p=param: log.__setitem__(name, p.grad.norm().item())))
         return handles
 
-    assert "AttributeError" in only_failure(log_exercise.check(reads_param))
+    assert "AttributeError" in failures(log_exercise.check(reads_param))
 
 
 def test_wrong_value_and_tensor_values():
@@ -115,7 +112,7 @@ def test_wrong_value_and_tensor_values():
     def tensors(model, log):
         return [p.register_hook(lambda g, n=n: log.__setitem__(n, g.norm())) for n, p in model.named_parameters()]
 
-    assert "that gradient's norm is" in only_failure(log_exercise.check(sums))
+    assert "that gradient's norm is" in failures(log_exercise.check(sums))
     assert log_exercise.check(tensors).passed  # a 0-d tensor holds one number: accepted
 
 
@@ -125,7 +122,7 @@ def test_filled_before_backward_is_named():
             log[name] = 0.0
         return [p.register_hook(lambda g: None) for p in model.parameters()]
 
-    assert "before any backward pass" in only_failure(log_exercise.check(eager))
+    assert "before any backward pass" in failures(log_exercise.check(eager))
 
 
 def test_checks_leave_the_global_random_state_alone():
