@@ -1,9 +1,9 @@
 """The benchmark command: ``python3 dev.py bench`` (full) or ``python3 dev.py bench --quick``.
 
-Full: hook overhead (40 interleaved repetitions), memory over 1,000 recorded passes, every
-notebook and every live panel (20 changes per panel); writes ``benchmarks/RESULTS.md`` and
-exits 1 if a floor is missed. Quick: a few repetitions, 30 passes, notebook 00 only, 6 changes
-per panel, one PyTorch thread; writes ``benchmarks/out/results-quick.md`` (git-ignored) and
+Full: hook overhead (40 interleaved repetitions), memory over 1,000 recorded passes, the tiny
+CNN of notebooks 06 and 07 trained from 5 seeds per kind of data, every notebook and every live
+panel (20 changes per panel); writes ``benchmarks/RESULTS.md`` and exits 1 if a floor is missed.
+Quick: a few repetitions, 30 passes, one seed, notebook 00 only, 6 changes per panel, one PyTorch thread; writes ``benchmarks/out/results-quick.md`` (git-ignored) and
 never fails on a floor (the floors hold for the full run on a quiet machine, not for a short run
 on a busy one).
 Raw figures go to ``benchmarks/out/results[-quick].json`` either way.
@@ -27,10 +27,12 @@ OUT = HERE / "out"
 
 #: Settings per mode.
 MODES: dict[str, dict[str, Any]] = {
-    "full": {"reps": 40, "forwards": 2, "one_shot_reps": 20, "passes": 1000, "notebooks": None, "changes": 20},
-    "quick": {"reps": 4, "forwards": 1, "one_shot_reps": 2, "passes": 30, "notebooks": ["00"], "changes": 6},
+    "full": {"reps": 40, "forwards": 2, "one_shot_reps": 20, "passes": 1000, "seeds": [0, 1, 2, 3, 4],
+             "notebooks": None, "changes": 20},
+    "quick": {"reps": 4, "forwards": 1, "one_shot_reps": 2, "passes": 30, "seeds": [0], "notebooks": ["00"],
+              "changes": 6},
 }
-SECTIONS = ("overhead", "memory", "notebooks")
+SECTIONS = ("overhead", "memory", "models", "notebooks")
 
 
 # ---------------------------------------------------------------- the machine
@@ -125,6 +127,10 @@ def collect(mode: str = "full", sections: tuple[str, ...] = SECTIONS, notebooks:
         from . import memory
         log(f"[bench] memory: {cfg['passes']} recorded forward passes (fresh interpreter) ...")
         results["memory"] = memory.run(cfg["passes"], threads=threads)
+    if "models" in sections:
+        from . import models
+        log(f"[bench] the tiny CNN: trained from seeds {cfg['seeds']} on each kind of data ...")
+        results["models"] = models.run(cfg["seeds"])
     if "notebooks" in sections:
         from . import notebooks as nbbench
         paths = _notebook_paths(notebooks if notebooks is not None else cfg["notebooks"])
@@ -146,6 +152,9 @@ def floors(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
         m = results["memory"]
         rows.append((f"peak RSS growth over {m['passes']:,} recorded passes, after the first 10 ≤ "
                      f"{m['floor']['max']:.0%}", f"{m['growth']:+.2%}", m["floor"]["ok"]))
+    if "models" in results:
+        from . import models
+        rows += models.floors(results["models"])
     if "notebooks" in results:
         n = results["notebooks"]
         for r in n["notebooks"]:
@@ -256,6 +265,10 @@ def markdown(results: dict[str, Any]) -> str:
             "| RSS MiB | " + " | ".join(f"{v:.0f}" for _, v in mm["rss_mib_by_pass"]) + " |",
         ]
 
+    if "models" in results:
+        from . import models
+        lines += models.markdown(results["models"])
+
     if "notebooks" in results:
         n = results["notebooks"]
         lines += [
@@ -320,6 +333,10 @@ def summary(results: dict[str, Any]) -> str:
         mm = results["memory"]
         lines.append(f"memory: {mm['baseline_rss_mib']:.0f} MiB after 10 passes, peak {mm['peak_rss_mib']:.0f} MiB "
                      f"over {mm['passes']} ({mm['growth']:+.2%})")
+    if "models" in results:
+        for r in results["models"]["runs"]:
+            lines.append(f"{r['kind']} seed {r['seed']}: {r['data_s'] + r['train_s']:.1f} s, test accuracy "
+                         f"{r['accuracy']:.1%}, Grad-CAM peak on the shape {r['peak_share']:.1%}")
     if "notebooks" in results:
         n = results["notebooks"]
         for r in n["notebooks"]:

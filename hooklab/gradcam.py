@@ -20,7 +20,8 @@ keeps working when an in-place ``ReLU`` follows the layer.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
@@ -30,7 +31,11 @@ from torch import nn
 from .hooks import Hooks
 from .selection import module as find_module
 
-__all__ = ["GradCAM", "cam_from", "peak_positions", "peak_inside", "peak_distance", "plot_overlay", "quick_overlay"]
+if TYPE_CHECKING:
+    from .shapes import Shapes
+
+__all__ = ["GradCAM", "cam_from", "peak_positions", "peak_inside", "peak_distance", "PeakCheck", "peak_check",
+           "plot_overlay", "quick_overlay"]
 
 
 def cam_from(activations: torch.Tensor, gradients: torch.Tensor, size: Sequence[int] | None = None) -> torch.Tensor:
@@ -179,10 +184,62 @@ def peak_distance(cams: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
     return dist.masked_fill(~masks.bool(), float("inf")).flatten(1).amin(dim=1)
 
 
+@dataclass
+class PeakCheck:
+    """What :func:`peak_check` measured for one layer, over the correctly classified images.
+
+    ``distance[k]`` is how far the k-th correctly classified image's heat-map peak lies from its
+    shape (0: on it), ``labels[k]`` that image's class; ``share`` is the part with distance 0.
+    """
+
+    layer: str
+    positions: tuple[int, int]
+    distance: torch.Tensor
+    labels: torch.Tensor
+    classes: tuple[str, ...]
+    n_images: int
+
+    @property
+    def share(self) -> float:
+        """The share of correctly classified images whose peak lies on the shape (0..1)."""
+        return (self.distance == 0).float().mean().item() if len(self.distance) else float("nan")
+
+    def per_class(self) -> dict[str, float]:
+        """``share`` for each class (``nan`` for a class with no correctly classified image)."""
+        return {name: (self.distance[self.labels == c] == 0).float().mean().item()
+                for c, name in enumerate(self.classes)}
+
+    def __str__(self) -> str:
+        misses = self.distance[self.distance > 0]
+        farthest = f"farthest miss {misses.max().item():.1f} px" if len(misses) else "no miss"
+        positions = "×".join(map(str, self.positions))
+        return (f"{self.layer:6s} {positions:5s}  peak on the shape: {self.share:6.1%} of {len(self.distance)} "
+                f"correctly classified   {farthest}")
+
+
+def peak_check(model: nn.Module, data: "Shapes", layer: str) -> PeakCheck:
+    """Grad-CAM on ``layer`` for every image of ``data`` (for the predicted class); for the correctly
+    classified ones, how far the peak of the heat map (scaled up to the image) lies from the shape.
+
+    Strict: the peak's pixel must be a pixel of the mask to count as on the shape.
+
+    >>> import hooklab.shapes as shapes
+    >>> check = peak_check(shapes.tiny_cnn(), shapes.make_patterns(8), "relu2")
+    >>> check.layer, check.positions, check.n_images, len(check.distance) <= 8
+    ('relu2', (16, 16), 8, True)
+    """
+    with GradCAM(model, layer, name=f"peak_check@{id(model):x}") as cam:
+        maps = cam(data.images)
+        correct = cam.logits.argmax(1) == data.labels
+        positions = (int(cam.activations.shape[-2]), int(cam.activations.shape[-1]))
+    return PeakCheck(layer, positions, peak_distance(maps, data.masks)[correct], data.labels[correct],
+                     data.classes, len(data))
+
+
 def plot_overlay(ax: Any, image: torch.Tensor, cam: torch.Tensor, mask: torch.Tensor | None = None,
                  title: str = "", alpha: float = 0.5) -> Any:
     """The image in grey, the heat map on top (``alpha``), the shape's outline (if ``mask``) and a
-    cross on the heat map's peak.
+    cross on the heat map's peak (no cross for an all-zero map: it has no peak).
 
     >>> from hooklab.plots import figure
     >>> ax = plot_overlay(figure().add_subplot(), torch.zeros(1, 8, 8), torch.rand(8, 8), title="demo")
@@ -194,8 +251,9 @@ def plot_overlay(ax: Any, image: torch.Tensor, cam: torch.Tensor, mask: torch.Te
     ax.imshow(cam.detach().float().numpy(), cmap="jet", alpha=alpha, vmin=0, vmax=1)
     if mask is not None:
         ax.contour(mask.float().numpy(), levels=[0.5], colors="white", linewidths=0.8)
-    r, c = peak_positions(cam.unsqueeze(0))[0].tolist()
-    ax.plot([c], [r], marker="+", color="white", markersize=9, mew=2)
+    if cam.max() > 0:
+        r, c = peak_positions(cam.unsqueeze(0))[0].tolist()
+        ax.plot([c], [r], marker="+", color="white", markersize=9, mew=2)
     ax.set_axis_off()
     if title:
         ax.set_title(title, fontsize=8)
@@ -206,7 +264,8 @@ def quick_overlay(fig: Any, image: torch.Tensor, cam: torch.Tensor, mask: torch.
                   title: str = "", alpha: float = 0.5) -> Any:
     """A cheap picture for a live panel: the image and the image with its heat map, side by side,
     the shape's outline in white on the heat map (if ``mask``, drawn along the shape's outermost
-    pixels, so a peak just outside the shape shows outside the line) and a white cross on the peak.
+    pixels, so a peak just outside the shape shows outside the line) and a white cross on the peak
+    (none for an all-zero map, which has no peak).
 
     Drawn as ONE array of pixels (``fig.figimage``, every image pixel a block of screen pixels,
     no resampling) plus the title: no axes, ticks or layout engine, which is where matplotlib
@@ -240,11 +299,12 @@ def quick_overlay(fig: Any, image: torch.Tensor, cam: torch.Tensor, mask: torch.
         inner[:, 1:] &= m[:, :-1]
         inner[:, :-1] &= m[:, 1:]
         right[m & ~inner] = 1.0  # the outline: shape pixels next to a background pixel
-    r, c = peak_positions(cam.detach().unsqueeze(0))[0].tolist()
-    cr, cc, arm = r * scale + scale // 2, c * scale + scale // 2, max(2, scale)
-    thick = max(1, scale // 4)
-    right[max(0, cr - thick):cr + thick + 1, max(0, cc - arm):cc + arm + 1] = 1.0
-    right[max(0, cr - arm):cr + arm + 1, max(0, cc - thick):cc + thick + 1] = 1.0
+    if cam.max() > 0:
+        r, c = peak_positions(cam.detach().unsqueeze(0))[0].tolist()
+        cr, cc, arm = r * scale + scale // 2, c * scale + scale // 2, max(2, scale)
+        thick = max(1, scale // 4)
+        right[max(0, cr - thick):cr + thick + 1, max(0, cc - arm):cc + arm + 1] = 1.0
+        right[max(0, cr - arm):cr + arm + 1, max(0, cc - thick):cc + thick + 1] = 1.0
     picture = np.concatenate([blocks(grey), np.ones((h * scale, gap, 3)), right], axis=1)
     x0 = max(0, (width_px - picture.shape[1]) // 2)
     y0 = max(0, height_px - title_px - picture.shape[0])

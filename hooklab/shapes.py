@@ -1,11 +1,15 @@
-"""A small labelled image set drawn in code, a tiny CNN, and a short training loop.
+"""Two small labelled image sets drawn in code, a tiny CNN, and a short training loop.
 
 Everything is offline and seeded: the same call gives the same images, the same weights and the
 same accuracy on every run.
 
 * :func:`make_shapes` draws grey ``size x size`` images of a square, circle, triangle or cross at a
-  random position and size, with a little noise; it also returns each shape's mask (the drawn
-  pixels), which notebook 07 uses to check where Grad-CAM looks.
+  random position and size, with a little noise: the class is the *outline*. It also returns each
+  shape's mask (the drawn pixels).
+* :func:`make_patterns` draws a disc or a square (picked at random, whatever the class) filled with
+  horizontal stripes, vertical stripes, diagonal stripes or a checkerboard: the class is the
+  *pattern inside*, the outline says nothing about it. Notebook 07 uses it, with the masks, to
+  check where Grad-CAM looks.
 * :func:`tiny_cnn` is ``conv -> ReLU -> pool`` three times, a global average pool and one linear layer.
 * :func:`train` trains it with Adam; ``on_step`` (a :class:`hooklab.Callbacks`) is called after every
   step, so training diagnostics can read what the hooks recorded.
@@ -15,8 +19,10 @@ same accuracy on every run.
 >>> data = shapes.make_shapes(8, seed=1)
 >>> data.images.shape, data.labels.tolist()[:4]
 (torch.Size([8, 1, 32, 32]), [1, 0, 2, 2])
->>> shapes.CLASSES
+>>> data.classes
 ('square', 'circle', 'triangle', 'cross')
+>>> shapes.make_patterns(8).classes
+('horizontal', 'vertical', 'diagonal', 'checkerboard')
 """
 
 from __future__ import annotations
@@ -32,31 +38,36 @@ from torch import nn
 
 from .callbacks import Callbacks
 
-__all__ = ["CLASSES", "Shapes", "make_shapes", "tiny_cnn", "init_weights", "INITS", "TrainResult", "train",
-           "accuracy", "trained_model", "default_data", "plot_examples"]
+__all__ = ["CLASSES", "PATTERNS", "Shapes", "make_shapes", "make_patterns", "tiny_cnn", "init_weights", "INITS", "TrainResult", "train",
+           "accuracy", "KINDS", "trained_model", "default_data", "plot_examples"]
 
-#: The four classes, in label order.
+#: The four classes of :func:`make_shapes`, in label order.
 CLASSES: tuple[str, ...] = ("square", "circle", "triangle", "cross")
+
+#: The four classes of :func:`make_patterns`, in label order.
+PATTERNS: tuple[str, ...] = ("horizontal", "vertical", "diagonal", "checkerboard")
 
 
 @dataclass
 class Shapes:
-    """A labelled image set: ``images [N, 1, H, W]`` (float), ``labels [N]``, ``masks [N, H, W]`` (bool)."""
+    """A labelled image set: ``images [N, 1, H, W]`` (float), ``labels [N]``, ``masks [N, H, W]`` (bool)
+    and the class names, in label order."""
 
     images: torch.Tensor
     labels: torch.Tensor
     masks: torch.Tensor
+    classes: tuple[str, ...] = CLASSES
 
     def __len__(self) -> int:
         return len(self.labels)
 
     def __getitem__(self, index: int | slice | torch.Tensor) -> "Shapes":
         idx = index if not isinstance(index, int) else slice(index, index + 1)
-        return Shapes(self.images[idx], self.labels[idx], self.masks[idx])
+        return Shapes(self.images[idx], self.labels[idx], self.masks[idx], self.classes)
 
     def __repr__(self) -> str:
-        counts = torch.bincount(self.labels, minlength=len(CLASSES)).tolist()
-        per_class = ", ".join(f"{c}: {n}" for c, n in zip(CLASSES, counts))
+        counts = torch.bincount(self.labels, minlength=len(self.classes)).tolist()
+        per_class = ", ".join(f"{c}: {n}" for c, n in zip(self.classes, counts))
         return f"Shapes({len(self)} images of {list(self.images.shape[2:])} pixels; {per_class})"
 
 
@@ -77,36 +88,80 @@ def _shape_mask(kind: int, xx: torch.Tensor, yy: torch.Tensor, cx: float, cy: fl
     raise ValueError(f"kind must be 0..{len(CLASSES) - 1}, got {kind}.")
 
 
-def make_shapes(n: int, *, size: int = 32, seed: int = 0, noise: float = 0.15) -> Shapes:
-    """Draw ``n`` images of ``size x size`` pixels, each one filled shape on a dark, noisy background.
-
-    Classes are balanced and shuffled; position and radius (``size/8`` to ``size/4``) are random,
-    the shape always lies fully inside the image. Seeded: the same arguments give the same images.
-
-    >>> data = make_shapes(4, size=16, seed=0)
-    >>> data.images.shape, data.masks.shape, data.masks.dtype
-    (torch.Size([4, 1, 16, 16]), torch.Size([4, 16, 16]), torch.bool)
-    """
+def _layout(n: int, size: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, list, torch.Tensor]:
+    """Balanced shuffled labels, then for every image a radius (``size/8`` to ``size/4``) and a centre
+    that keep the shape fully inside the image, and a brightness (0.7 to 1)."""
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}.")
     if size < 12:
         raise ValueError(f"size must be at least 12 pixels to draw a shape, got {size}.")
-    gen = torch.Generator().manual_seed(seed)
-    labels = torch.arange(n) % len(CLASSES)
+    labels = torch.arange(n) % 4
     labels = labels[torch.randperm(n, generator=gen)]
     ys, xs = torch.meshgrid(torch.arange(size, dtype=torch.float32), torch.arange(size, dtype=torch.float32),
                             indexing="ij")
-    masks = torch.zeros(n, size, size, dtype=torch.bool)
     params = torch.rand(n, 4, generator=gen)
+    places = []
     for i in range(n):
         r = size / 8 + params[i, 0].item() * size / 8
         margin = r + 1
         cx = margin + params[i, 1].item() * (size - 1 - 2 * margin)
         cy = margin + params[i, 2].item() * (size - 1 - 2 * margin)
-        masks[i] = _shape_mask(int(labels[i]), xs, ys, cx, cy, r)
+        places.append((cx, cy, r))
     brightness = 0.7 + 0.3 * params[:, 3].view(n, 1, 1)
+    return labels, torch.stack([xs, ys]), places, brightness
+
+
+def make_shapes(n: int, *, size: int = 32, seed: int = 0, noise: float = 0.15) -> Shapes:
+    """Draw ``n`` images of ``size x size`` pixels, each one filled shape on a dark, noisy background.
+
+    Classes (:data:`CLASSES`) are balanced and shuffled; position and radius (``size/8`` to
+    ``size/4``) are random, the shape always lies fully inside the image. Seeded: the same arguments
+    give the same images.
+
+    >>> data = make_shapes(4, size=16, seed=0)
+    >>> data.images.shape, data.masks.shape, data.masks.dtype
+    (torch.Size([4, 1, 16, 16]), torch.Size([4, 16, 16]), torch.bool)
+    """
+    gen = torch.Generator().manual_seed(seed)
+    labels, (xs, ys), places, brightness = _layout(n, size, gen)
+    masks = torch.stack([_shape_mask(int(label), xs, ys, cx, cy, r) for label, (cx, cy, r) in zip(labels, places)])
     images = masks.float() * brightness + noise * torch.randn(n, size, size, generator=gen)
-    return Shapes(images.unsqueeze(1), labels, masks)
+    return Shapes(images.unsqueeze(1), labels, masks, CLASSES)
+
+
+def make_patterns(n: int, *, size: int = 32, seed: int = 0, noise: float = 0.15, period: int = 4) -> Shapes:
+    """Draw ``n`` images of ``size x size`` pixels, each a disc or a square filled with a pattern,
+    on a dark, noisy background. The class (:data:`PATTERNS`) is the pattern: horizontal,
+    vertical or diagonal stripes, or a checkerboard, ``period`` pixels from one bright stripe to
+    the next, at a random phase. Whether the outline is a disc or a square is picked at random
+    for every image, so the outline carries nothing about the class: the evidence lies inside.
+
+    Placement, sizes, brightness and noise as in :func:`make_shapes`; dark stripes are at 30% of
+    the bright ones, so the whole shape stands out from the background. Seeded.
+
+    >>> data = make_patterns(4, size=16, seed=0)
+    >>> data.images.shape, data.masks.shape, data.labels.tolist()
+    (torch.Size([4, 1, 16, 16]), torch.Size([4, 16, 16]), [0, 1, 3, 2])
+    """
+    if period < 2:
+        raise ValueError(f"period must be at least 2 pixels, got {period}.")
+    gen = torch.Generator().manual_seed(seed)
+    labels, (xs, ys), places, brightness = _layout(n, size, gen)
+    extra = torch.rand(n, 3, generator=gen)  # outline (disc or square), two phases
+    masks = torch.zeros(n, size, size, dtype=torch.bool)
+    fill = torch.zeros(n, size, size)
+    for i, (cx, cy, r) in enumerate(places):
+        outline = 1 if extra[i, 0] < 0.5 else 0  # _shape_mask's circle or square
+        masks[i] = _shape_mask(outline, xs, ys, cx, cy, r)
+        px, py = xs + extra[i, 1].item() * period, ys + extra[i, 2].item() * period
+        stripes = {0: py, 1: px, 2: px + py}
+        label = int(labels[i])
+        if label in stripes:
+            fill[i] = (stripes[label] % period < period / 2).float()
+        else:
+            fill[i] = ((px % period < period / 2) ^ (py % period < period / 2)).float()
+    images = masks.float() * (0.3 + 0.7 * fill) * brightness + noise * torch.randn(n, size, size, generator=gen)
+    return Shapes(images.unsqueeze(1), labels, masks, PATTERNS)
 
 
 def tiny_cnn(*, width: int = 16, seed: int | None = 0, inplace: bool = False) -> nn.Sequential:
@@ -264,36 +319,45 @@ def train(
     return result
 
 
-_DATA: dict[tuple[int, int], tuple[Shapes, Shapes]] = {}
+#: The image sets :func:`default_data` and :func:`trained_model` know.
+KINDS: dict[str, Callable[..., Shapes]] = {"shapes": make_shapes, "patterns": make_patterns}
+
+_DATA: dict[tuple[str, int, int], tuple[Shapes, Shapes]] = {}
 _TRAINED: dict[tuple, TrainResult] = {}
 
 
-def default_data(n_train: int = 2048, n_test: int = 512) -> tuple[Shapes, Shapes]:
+def default_data(n_train: int = 2048, n_test: int = 512, kind: str = "shapes") -> tuple[Shapes, Shapes]:
     """The training and test sets the notebooks use (made once per process, then reused).
 
+    ``kind`` is ``"shapes"`` (:func:`make_shapes`, notebook 06) or ``"patterns"``
+    (:func:`make_patterns`, notebook 07).
+
     >>> train_set, test_set = default_data(64, 32)
-    >>> len(train_set), len(test_set)
-    (64, 32)
+    >>> len(train_set), len(test_set), test_set.classes[0]
+    (64, 32, 'square')
     """
-    key = (n_train, n_test)
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind of data {kind!r}; choose one of {list(KINDS)}.")
+    key = (kind, n_train, n_test)
     if key not in _DATA:
-        _DATA[key] = (make_shapes(n_train, seed=1), make_shapes(n_test, seed=2))
+        _DATA[key] = (KINDS[kind](n_train, seed=1), KINDS[kind](n_test, seed=2))
     return _DATA[key]
 
 
-def trained_model(*, inplace: bool = True, epochs: int = 4) -> TrainResult:
-    """A :func:`tiny_cnn` trained on :func:`default_data`: trained on the first call, then a fresh
-    copy of the cached weights on every call (so changing the returned model changes no later one).
+def trained_model(*, inplace: bool = True, epochs: int = 4, kind: str = "shapes", seed: int = 0) -> TrainResult:
+    """A :func:`tiny_cnn` trained on :func:`default_data` of ``kind``: trained on the first call,
+    then a fresh copy of the cached weights on every call (so changing the returned model changes
+    no later one). ``seed`` picks the initial weights and the order of the batches.
 
     >>> result = trained_model()   # doctest: +SKIP
     >>> result.test_accuracy >= 0.95  # doctest: +SKIP
     True
     """
-    key = (inplace, epochs)
+    key = (inplace, epochs, kind, seed)
     if key not in _TRAINED:
-        train_set, test_set = default_data()
-        model = init_weights(tiny_cnn(inplace=inplace), "kaiming")
-        _TRAINED[key] = train(model, train_set, test=test_set, epochs=epochs)
+        train_set, test_set = default_data(kind=kind)
+        model = init_weights(tiny_cnn(inplace=inplace), "kaiming", seed=seed)
+        _TRAINED[key] = train(model, train_set, test=test_set, epochs=epochs, seed=seed)
     cached = _TRAINED[key]
     return TrainResult(copy.deepcopy(cached.model).eval(), list(cached.losses), cached.test_accuracy)
 
@@ -309,9 +373,9 @@ def plot_examples(fig: Any, data: Shapes, n: int = 8, predictions: torch.Tensor 
     axes = fig.subplots(1, n, squeeze=False)[0]
     for i, ax in enumerate(axes):
         ax.imshow(data.images[i, 0].numpy(), cmap="gray", vmin=-0.3, vmax=1.3)
-        title = CLASSES[int(data.labels[i])]
+        title = data.classes[int(data.labels[i])]
         if predictions is not None:
-            title += f"\n→ {CLASSES[int(predictions[i])]}"
+            title += f"\n→ {data.classes[int(predictions[i])]}"
         ax.set_title(title, fontsize=8)
         ax.set_axis_off()
     return fig

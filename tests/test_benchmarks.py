@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from benchmarks import memory, overhead
+from benchmarks import memory, models, overhead
 from benchmarks import notebooks as nbbench
 from benchmarks import run as bench
 
@@ -38,6 +38,7 @@ def results() -> dict:
         fresh = pool.submit(memory.run, TINY["passes"], 1)
         found = bench.collect("quick", sections=("overhead", "notebooks"), notebooks=["00"], threads=1,
                               overrides=TINY, log=lambda msg: None)
+        found["models"] = models.run([0])
         found["memory"] = fresh.result()
     return found
 
@@ -88,6 +89,18 @@ def test_memory_runs_in_a_fresh_interpreter(results):
     assert isinstance(m["floor"]["ok"], bool)
 
 
+def test_models_train_and_check_grad_cam_per_kind_and_seed(results):
+    m = results["models"]
+    assert [(r["kind"], r["seed"]) for r in m["runs"]] == [("shapes", 0), ("patterns", 0)]
+    for r in m["runs"]:
+        assert _positive(r["data_s"]) and _positive(r["train_s"]) and r["steps"] == 256
+        assert 0.95 <= r["accuracy"] <= 1 and 0 <= r["peak_share"] <= 1 and len(r["peak_per_class"]) == 4
+    shapes_run, patterns_run = m["runs"]
+    assert patterns_run["peak_share"] >= 0.9 > shapes_run["peak_share"]  # seed 0: the notebook's figures
+    names = [name for name, _, _ in models.floors(m)]
+    assert sum("patterns" in n for n in names) == 3 and sum("shapes" in n for n in names) == 2
+
+
 def test_notebook_00_runs_and_its_panel_is_driven(results):
     n = results["notebooks"]
     [nb] = n["notebooks"]
@@ -107,11 +120,12 @@ def test_report_lists_machine_floors_and_every_section(results, tmp_path):
     text = out.read_text()
     for needle in ["# Benchmarks", "**Machine:**", "cores", "GiB RAM", "Python 3.", "torch 2.",
                    "## Floors", "## Hook overhead", "torchinfo.summary", "## Memory", "## Notebooks",
-                   "## Live labs", "00_start_here.ipynb", "| floor | measured | met |"]:
+                   "## Live labs", "00_start_here.ipynb", "| floor | measured | met |",
+                   "## The trained tiny CNN", "| patterns | 0 |"]:
         assert needle in text, needle
     assert (tmp_path / "results.json").exists()
     rows = bench.floors(results)
-    assert len(rows) == 5  # overhead, memory, notebook 00, the whole set, the panel
+    assert len(rows) == 10  # overhead, memory, 5 for the models, notebook 00, the whole set, the panel
     assert "floors met:" in bench.summary(results)
 
 

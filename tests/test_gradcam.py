@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -9,6 +11,7 @@ from torch import nn
 import hooklab
 import hooklab.gradcam as gradcam
 import hooklab.shapes as shapes
+from hooklab.inspection import count_hooks
 from hooklab.plots import figure, to_png
 
 
@@ -110,25 +113,52 @@ def test_threads_are_restored_and_give_the_same_map():
     assert torch.allclose(plain, one, atol=1e-6)
 
 
+def test_peak_check_summarises_distances_per_class():
+    check = gradcam.PeakCheck("relu2", (16, 16), torch.tensor([0.0, 0.0, 1.5, 0.0]), torch.tensor([0, 0, 1, 1]),
+                              ("a", "b", "c"), 5)
+    assert check.share == 0.75
+    per_class = check.per_class()
+    assert per_class["a"] == 1.0 and per_class["b"] == 0.5 and math.isnan(per_class["c"])
+    assert "75.0% of 4 correctly classified" in str(check) and "farthest miss 1.5 px" in str(check)
+    assert "no miss" in str(gradcam.PeakCheck("x", (8, 8), torch.zeros(2), torch.zeros(2, dtype=torch.long), ("a",), 2))
+
+
+def test_peak_check_counts_only_correctly_classified_images_and_removes_its_hook():
+    model = shapes.tiny_cnn(inplace=True)
+    data = shapes.make_patterns(12, seed=3)
+    check = gradcam.peak_check(model, data, "relu3")
+    with torch.no_grad():
+        correct = model(data.images).argmax(1) == data.labels
+    assert len(check.distance) == int(correct.sum()) and check.n_images == 12
+    assert torch.equal(check.labels, data.labels[correct]) and check.positions == (8, 8)
+    assert count_hooks(model) == 0
+
+
 @pytest.mark.slow
-def test_trained_model_strict_peak_check():
-    """The notebook's measured figures: strict (the peak pixel on a shape pixel, maps scaled up to
-    32x32 first), no layer reaches 90%; relu2 misses by at most a few pixels."""
-    result = shapes.trained_model()
-    _, test_set = shapes.default_data()
-    share = {}
-    for layer in ["relu2", "conv3", "relu3"]:
-        with gradcam.GradCAM(result.model, layer, name="t-trained") as cam:
-            maps = cam(test_set.images)
-            correct = cam.logits.argmax(1) == test_set.labels
-        assert maps.shape[-2:] == test_set.masks.shape[-2:]  # scaled up to the image before the peak
-        distance = gradcam.peak_distance(maps, test_set.masks)[correct]
-        share[layer] = (distance == 0).float().mean().item()
-        if layer == "relu2":
-            assert distance.max().item() < 2.5
-    assert share["conv3"] == pytest.approx(0.724, abs=0.001)
-    assert share["relu2"] == pytest.approx(0.647, abs=0.001)
-    assert max(share.values()) < 0.9
+def test_grad_cam_peak_lies_on_the_shape_for_90_percent_over_several_seeds():
+    """The issue's floor, strict (maps scaled up to 32x32 first, the peak pixel on a mask pixel), on
+    the pattern data, for four training seeds, not one: relu2 >= 90% for every one."""
+    _, test_set = shapes.default_data(kind="patterns")
+    for seed in range(4):
+        result = shapes.trained_model(kind="patterns", seed=seed)
+        assert result.test_accuracy >= 0.95
+        check = gradcam.peak_check(result.model, test_set, "relu2")
+        assert len(check.distance) >= 0.95 * len(test_set)
+        assert check.share >= 0.9, f"seed {seed}: peak on the shape for only {check.share:.1%}"
+        if seed == 0:  # the notebook's model and figures
+            assert check.share == pytest.approx(0.996, abs=0.001)
+            assert check.distance.max().item() <= 2.0
+
+
+@pytest.mark.slow
+def test_grad_cam_on_the_outline_data_misses_by_a_pixel():
+    """Notebook 07's contrast: on notebook 06's shapes (the class is the outline) relu2's peak is on
+    the shape far less often, and every miss lies within a few pixels of it."""
+    _, test_set = shapes.default_data(kind="shapes")
+    check = gradcam.peak_check(shapes.trained_model(kind="shapes").model, test_set, "relu2")
+    assert check.share == pytest.approx(0.647, abs=0.001)
+    assert check.distance.max().item() < 2.5
+    assert check.per_class()["square"] < 0.5
 
 
 def test_plot_overlay():
@@ -153,4 +183,5 @@ def test_quick_overlay_is_one_cheap_picture():
     outline = (right == 1.0).all(axis=-1) & mask
     assert outline.any() and not outline[mask].all()  # an outline, not the filled shape
     assert to_png(fig)[:4] == b"\x89PNG"
-    gradcam.quick_overlay(figure(), data.images[0], torch.zeros(32, 32))  # no mask, flat map: fine
+    flat = gradcam.quick_overlay(figure(), data.images[0], torch.zeros(32, 32)).get_array()  # no mask, flat map
+    assert not (flat[:, flat.shape[1] // 2 + 3:] == 1.0).all(axis=-1).any()  # an all-zero map has no peak: no cross

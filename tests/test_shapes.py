@@ -35,6 +35,44 @@ def test_make_shapes_rejects_bad_arguments_and_indexes():
     assert "8 images of [32, 32] pixels" in repr(data)
 
 
+def test_make_patterns_class_is_the_pattern_not_the_outline():
+    a, b = shapes.make_patterns(200, seed=3), shapes.make_patterns(200, seed=3)
+    assert torch.equal(a.images, b.images) and torch.equal(a.labels, b.labels) and torch.equal(a.masks, b.masks)
+    assert a.classes == shapes.PATTERNS and "horizontal: 50" in repr(a)
+    assert torch.bincount(a.labels, minlength=4).tolist() == [50, 50, 50, 50]
+    assert not (a.masks[:, 0].any() or a.masks[:, -1].any() or a.masks[:, :, 0].any() or a.masks[:, :, -1].any())
+    # the outline is a disc or a square whatever the class: a square fills its bounding box, a disc does not
+    rows, cols = a.masks.any(2), a.masks.any(1)
+    box = rows.sum(1) * cols.sum(1)
+    square = a.masks.flatten(1).sum(1) == box
+    for c in range(4):
+        assert 0 < int(square[a.labels == c].sum()) < int((a.labels == c).sum())
+    # inside the shape: bright and dark stripes; outside only noise
+    clean = shapes.make_patterns(8, seed=0, noise=0.0)
+    for image, mask in zip(clean.images[:, 0], clean.masks):
+        assert image[~mask].abs().max() == 0
+        assert image[mask].min() > 0.2 and image[mask].max() > 3 * image[mask].min()  # dark stripes at 30%
+    # the pattern: horizontal stripes are constant along a row, vertical ones along a column
+    for image, mask, label in zip(clean.images[:, 0], clean.masks, clean.labels):
+        inside = torch.where(mask, image, torch.nan)
+        along_rows = torch.nan_to_num(inside - inside.nanmean(1, keepdim=True)).abs().max()
+        along_cols = torch.nan_to_num(inside - inside.nanmean(0, keepdim=True)).abs().max()
+        if label == 0:
+            assert along_rows < 1e-6 < along_cols
+        elif label == 1:
+            assert along_cols < 1e-6 < along_rows
+    with pytest.raises(ValueError, match="period"):
+        shapes.make_patterns(4, period=1)
+
+
+def test_default_data_kinds_are_cached_and_checked():
+    train_a, test_a = shapes.default_data(64, 32, kind="patterns")
+    assert shapes.default_data(64, 32, kind="patterns")[0] is train_a and test_a.classes == shapes.PATTERNS
+    assert shapes.default_data(64, 32)[1].classes == shapes.CLASSES
+    with pytest.raises(ValueError, match="choose one of"):
+        shapes.default_data(kind="faces")
+
+
 def test_tiny_cnn_names_shapes_and_inplace():
     model = shapes.tiny_cnn(inplace=True)
     names = [n for n, _ in model.named_children()]
@@ -80,3 +118,5 @@ def test_trained_model_reaches_95_percent_and_is_cached():
     with torch.no_grad():
         first.model.conv1.weight.zero_()  # changing one copy changes no later one
     assert not torch.equal(shapes.trained_model().model.conv1.weight, first.model.conv1.weight)
+    patterns = shapes.trained_model(kind="patterns")
+    assert patterns.test_accuracy >= 0.95 and patterns.model.fc.out_features == len(shapes.PATTERNS)
