@@ -210,11 +210,33 @@ class PeakCheck:
                 for c, name in enumerate(self.classes)}
 
     def __str__(self) -> str:
-        misses = self.distance[self.distance > 0]
-        farthest = f"farthest miss {misses.max().item():.1f} px" if len(misses) else "no miss"
         positions = "×".join(map(str, self.positions))
         return (f"{self.layer:6s} {positions:5s}  peak on the shape: {self.share:6.1%} of {len(self.distance)} "
-                f"correctly classified   {farthest}")
+                f"correctly classified   {_misses(self.distance)}")
+
+    def report(self) -> str:
+        """``str(self)`` and then one line per class: its share, its misses and the farthest one.
+
+        >>> check = PeakCheck("relu2", (16, 16), torch.tensor([0.0, 1.0, 0.0]), torch.tensor([0, 0, 1]), ("a", "b"), 3)
+        >>> print(check.report())
+        relu2  16×16  peak on the shape:  66.7% of 3 correctly classified   1 miss, farthest 1.0 px
+          a             peak on the shape  50.0%   1 miss, farthest 1.0 px
+          b             peak on the shape 100.0%   no miss
+        """
+        width = max(12, *(len(name) for name in self.classes))
+        lines = [str(self)]
+        for c, name in enumerate(self.classes):
+            d = self.distance[self.labels == c]
+            share = (d == 0).float().mean().item() if len(d) else float("nan")
+            lines.append(f"  {name:{width}s}  peak on the shape {share:6.1%}   {_misses(d)}")
+        return "\n".join(lines)
+
+
+def _misses(distance: torch.Tensor) -> str:
+    misses = distance[distance > 0]
+    if not len(misses):
+        return "no miss"
+    return f"{len(misses)} miss{'es' if len(misses) != 1 else ''}, farthest {misses.max().item():.1f} px"
 
 
 def peak_check(model: nn.Module, data: "Shapes", layer: str) -> PeakCheck:

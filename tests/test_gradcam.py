@@ -119,7 +119,8 @@ def test_peak_check_summarises_distances_per_class():
     assert check.share == 0.75
     per_class = check.per_class()
     assert per_class["a"] == 1.0 and per_class["b"] == 0.5 and math.isnan(per_class["c"])
-    assert "75.0% of 4 correctly classified" in str(check) and "farthest miss 1.5 px" in str(check)
+    assert "75.0% of 4 correctly classified" in str(check) and "1 miss, farthest 1.5 px" in str(check)
+    assert check.report().splitlines()[2].split() == ["b", "peak", "on", "the", "shape", "50.0%", "1", "miss,", "farthest", "1.5", "px"]
     assert "no miss" in str(gradcam.PeakCheck("x", (8, 8), torch.zeros(2), torch.zeros(2, dtype=torch.long), ("a",), 2))
 
 
