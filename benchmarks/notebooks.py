@@ -157,7 +157,10 @@ def run_one(path: Path, changes: int = 20, timeout: int = 300) -> dict[str, Any]
         return {"notebook": path.name, "code_cells": code_cells, "seconds": time.perf_counter() - start,
                 "limit_s": LIMITS.get(_number(path)), "ok": False,
                 "unexpected_errors": [(None, f"{type(exc).__name__}: {str(exc)[:300]}")], "panels": []}
-    seconds = finished.get(n_cells - 1, time.perf_counter()) - start
+    # the notebook's own cells end at its last code cell (nbclient reports only code cells, and
+    # a notebook usually ends in Markdown); the panel benchmark appended after it does not count
+    own = [t for i, t in finished.items() if i < n_cells]
+    seconds = (max(own) if own else time.perf_counter()) - start
     errors = [(i, o.get("ename")) for i, c in enumerate(nb.cells[:n_cells]) if c.cell_type == "code"
               for o in c.outputs if o.get("output_type") == "error" and not has_marker(c, RAISES)]
     bench = nb.cells[-1]

@@ -180,3 +180,19 @@ def test_a_notebook_with_an_unexpected_error_misses_its_floor(tmp_path):
     assert r["unexpected_errors"] == [(0, "ZeroDivisionError")]  # the marked cell is expected to raise
     assert r["panels"] == [] and r["ok"] is False
     assert nbformat.read(path, as_version=4).cells[0].outputs == []  # the file is not written back
+
+
+def test_a_notebooks_time_ends_at_its_last_code_cell_not_after_the_panel_benchmark(tmp_path, monkeypatch):
+    """A notebook that ends in Markdown: its time must not include the panel benchmark run after it."""
+    import time
+
+    import nbformat
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_markdown_cell("the end")])
+    path = tmp_path / "99_timing.ipynb"
+    nbformat.write(nb, path)
+    monkeypatch.setattr(nbbench, "PANEL_CODE", "import time; time.sleep(4); print(__MARK__ + '[]')")
+    started = time.perf_counter()
+    result = nbbench.run_one(path, changes=1)
+    wall = time.perf_counter() - started
+    assert result["unexpected_errors"] == [] and result["panels"] == []
+    assert wall - result["seconds"] >= 3.5  # the 4 s of the appended cell are not the notebook's
