@@ -206,6 +206,33 @@ EXPECTATIONS: dict[str, dict[str, Any]] = {
                  {"output shape": FIRST, "std": FIRST, "logit change": "0"}),
         ],
     },
+    # ------------------------------------------------------------------ 06: training diagnostics
+    # every new (initialisation, learning rate) pair trains a fresh 200-step run in the kernel
+    "06_training_diagnostics.ipynb": {
+        "controls": ["initialisation", "learning rate", "layer"],
+        "steps": [
+            Step("start: kaiming, lr 0.006, relu3: a healthy run",
+                 {"initialisation": "kaiming", "learning rate": "0.006", "layer": "relu3"},
+                 {"final loss": "0.331", "test accuracy": "92.2%", "relu3 dead units": "7%",
+                  "conv1 grad norm": "0.379"}),
+            Step("tiny weights: relu3 all dead, no gradient reaches conv1",
+                 {"initialisation": "tiny"},
+                 {"final loss": "1.387", "test accuracy": "25.0%", "relu3 std": "0", "relu3 dead units": "100%",
+                  "conv1 grad norm": "0"}),
+            Step("tiny weights, relu1: the same run, another layer",
+                 {"layer": "relu1"},
+                 {"test accuracy": SAME, "relu1 std": "0.002", "relu1 dead units": "16%"}),
+            Step("negative bias, relu2",
+                 {"initialisation": "negative bias", "layer": "relu2"},
+                 {"test accuracy": "98.8%", "relu2 dead units": "19%", "conv1 grad norm": "0.334"}),
+            Step("kaiming with lr 0.05: relu3 dies",
+                 {"initialisation": "kaiming", "learning rate": "0.05", "layer": "relu3"},
+                 {"final loss": "1.393", "test accuracy": "25.0%", "relu3 dead units": "100%"}),
+            Step("back to the healthy run (kept, not retrained), relu1",
+                 {"learning rate": "0.006", "layer": "relu1"},
+                 {"final loss": "0.331", "test accuracy": "92.2%", "relu1 std": "0.451", "relu1 dead units": "0%"}),
+        ],
+    },
     # ------------------------------------------------------------------ 07: Grad-CAM
     "07_grad_cam.ipynb": {
         "controls": ["test image", "class", "layer"],

@@ -319,3 +319,6 @@ def test_error_cells_do_not_stop_run_all(path: Path) -> None:
 def test_expectations_name_real_notebooks() -> None:
     unknown = sorted(set(EXPECTATIONS) - set(IDS))
     assert not unknown, f"tests/browser_expectations.py names notebooks that do not exist: {unknown}"
+    missing = sorted(set(IDS) - set(EXPECTATIONS))
+    assert not missing, (f"no exact browser steps for {missing}: add the values the notebook's driving cell "
+                         "prints to tests/browser_expectations.py")
