@@ -72,6 +72,7 @@ class Panel(W.VBox):
         self.error: BaseException | None = None
         self.last_update_ms = 0.0
         self.updates = 0
+        self._pending: list[str | None] | None = None  # inside set(): what changed, applied once at the end
         self._controls = W.VBox([])
         self.view = W.HTML()
         self.image = W.Image(format="png", layout=W.Layout(max_width="640px")) if plot else None
@@ -141,13 +142,20 @@ class Panel(W.VBox):
         return {n: self._toggles[n][0].value if n in self._toggles else self._inputs[n].value for n in self._order}
 
     def _on_toggle(self, name: str) -> None:
+        if self._pending is not None:
+            self._pending.append(name)
+            return
         self._guard(lambda: self._apply(name))
 
     def _on_input(self) -> None:
-        def apply_all() -> None:
-            for name in self._toggles:
-                self._apply(name)
-        self._guard(apply_all)
+        if self._pending is not None:
+            self._pending.append(None)
+            return
+        self._guard(lambda: self._apply_all(list(self._toggles)))
+
+    def _apply_all(self, names: list[str]) -> None:
+        for name in names:
+            self._apply(name)
 
     def _apply(self, name: str) -> None:
         box, hooks, register = self._toggles[name]
@@ -198,19 +206,29 @@ class Panel(W.VBox):
 
     # ------------------------------------------------------------------ driving from code
     def set(self, **values: Any) -> dict[str, Any]:
-        """Set controls by name, exactly as a click would, and return :meth:`state`.
+        """Set controls by name, as clicks would, and return :meth:`state`.
 
-        Raises the error a hook or the view raised, so a checked cell shows it.
+        All the values are set first; then the hooks are re-registered and the view rebuilt once
+        (not once per control, so no in-between combination is ever computed). An unknown name
+        changes nothing. Raises the error a hook or the view raised, so a checked cell shows it.
         """
-        for name, value in values.items():
-            if name in self._toggles:
-                self._toggles[name][0].value = bool(value)
-            elif name in self._inputs:
-                self._inputs[name].value = value
-            else:
-                raise KeyError(f"this panel has no control {name!r}; it has {list(self.values)}.")
-            if self.error is not None:
-                raise self.error
+        unknown = [name for name in values if name not in self._toggles and name not in self._inputs]
+        if unknown:
+            raise KeyError(f"this panel has no control {unknown[0]!r}; it has {list(self.values)}.")
+        self._pending = []
+        try:
+            for name, value in values.items():
+                if name in self._toggles:
+                    self._toggles[name][0].value = bool(value)
+                else:
+                    self._inputs[name].value = value
+        finally:
+            changed, self._pending = self._pending, None
+        if changed:
+            names = list(self._toggles) if None in changed else [n for n in self._toggles if n in changed]
+            self._guard(lambda: self._apply_all(names))
+        if self.error is not None:
+            raise self.error
         return self.state()
 
     def state(self) -> dict[str, Any]:

@@ -219,4 +219,24 @@ def test_panel_renders_once_when_shown_not_once_per_control():
     assert len(calls) == 1
     panel.set(a=True)
     assert len(calls) == 2 and panel.state()["n"] == 2
+    panel.set(b=True, c=True, s=0.9)  # several controls at once: one render, with all of them set
+    assert len(calls) == 3 and calls[-1] == {"a": True, "b": True, "c": True, "d": False, "e": False, "s": 0.9}
+    panel.set(b=True)  # nothing changes: no render
+    assert len(calls) == 3
     panel.close_panel()
+
+
+def test_panel_set_registers_each_ticked_hook_once_and_rejects_unknown_names_before_changing_anything():
+    layer = one_layer()
+    registered = []
+    panel = hooklab.Panel("batch", lambda p: {"output": layer(torch.ones(1)).item()})
+    panel.toggle("scale", lambda hooks, p: registered.append(p.values["factor"]) or
+                 hooks.forward(layer, lambda m, a, out: out * p.values["factor"]))
+    panel.slider("factor", 0.0, 4.0, 0.5, 2.0)
+    assert panel.set(scale=True, factor=3.0)["output"] == 3.0
+    assert registered == [3.0] and hooklab.count_hooks(layer) == 1  # never registered with the old factor
+    with pytest.raises(KeyError, match="no control 'nope'"):
+        panel.set(factor=1.0, nope=1)
+    assert panel.values["factor"] == 3.0 and registered == [3.0]
+    panel.close_panel()
+    assert hooklab.count_hooks(layer) == 0
