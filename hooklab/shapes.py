@@ -38,14 +38,15 @@ from torch import nn
 
 from .callbacks import Callbacks
 
-__all__ = ["CLASSES", "PATTERNS", "Shapes", "make_shapes", "make_patterns", "tiny_cnn", "init_weights", "INITS", "TrainResult", "train",
-           "accuracy", "KINDS", "trained_model", "default_data", "plot_examples"]
+__all__ = ["CLASSES", "PATTERNS", "Shapes", "make_shapes", "make_patterns", "tiny_cnn", "init_weights", "INITS",
+           "TrainResult", "train", "accuracy", "KINDS", "trained_model", "default_data", "plot_examples"]
 
 #: The four classes of :func:`make_shapes`, in label order.
 CLASSES: tuple[str, ...] = ("square", "circle", "triangle", "cross")
 
 #: The four classes of :func:`make_patterns`, in label order.
 PATTERNS: tuple[str, ...] = ("horizontal", "vertical", "diagonal", "checkerboard")
+assert len(PATTERNS) == len(CLASSES)  # one tiny_cnn (four outputs) and one layout serve both
 
 
 @dataclass
@@ -88,14 +89,15 @@ def _shape_mask(kind: int, xx: torch.Tensor, yy: torch.Tensor, cx: float, cy: fl
     raise ValueError(f"kind must be 0..{len(CLASSES) - 1}, got {kind}.")
 
 
-def _layout(n: int, size: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, list, torch.Tensor]:
+def _layout(n: int, size: int, gen: torch.Generator
+            ) -> tuple[torch.Tensor, torch.Tensor, list[tuple[float, float, float]], torch.Tensor]:
     """Balanced shuffled labels, then for every image a radius (``size/8`` to ``size/4``) and a centre
     that keep the shape fully inside the image, and a brightness (0.7 to 1)."""
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}.")
     if size < 12:
         raise ValueError(f"size must be at least 12 pixels to draw a shape, got {size}.")
-    labels = torch.arange(n) % 4
+    labels = torch.arange(n) % len(CLASSES)  # both data sets have four classes
     labels = labels[torch.randperm(n, generator=gen)]
     ys, xs = torch.meshgrid(torch.arange(size, dtype=torch.float32), torch.arange(size, dtype=torch.float32),
                             indexing="ij")
