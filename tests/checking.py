@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from hooklab.checker import Verdict
+from hooklab.checker import Exercise, Verdict
 
 
 def failures(verdict: Verdict) -> str:
     """The messages of a verdict that must not pass, joined by `` | `` (for substring asserts)."""
     assert not verdict.passed, str(verdict)
     return " | ".join(verdict.mistakes)
+
+
+def mistakes(exercise: Exercise, fn: object) -> str:
+    """Check ``fn`` with ``exercise``; it must fail, and the messages come back as :func:`failures` gives them."""
+    return failures(exercise.check(fn))

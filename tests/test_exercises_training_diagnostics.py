@@ -7,11 +7,7 @@ import doctest
 
 from hooklab.exercises import training_diagnostics as ex
 
-from .checking import failures
-
-
-def mistakes(exercise, fn):
-    return failures(exercise.check(fn))
+from .checking import mistakes
 
 
 def test_solutions_pass():
