@@ -9,12 +9,14 @@ The path from a notebook cell to PyTorch stays short: one ``hooklab`` call, then
 * :func:`trace` lists the hook events of one forward/backward pass.
 * :func:`registered_hooks` / :func:`count_hooks` show what is registered right now.
 * :class:`Panel` is a live lab; :mod:`hooklab.checker` checks exercises.
+* :func:`claim` and :func:`approx` print figures that hold on any CPU (:mod:`hooklab.portable`).
 """
 
 from .callbacks import Callbacks
 from .checker import Exercise, Mistake, Verdict
 from .hooks import Hooks
 from .inspection import count_hooks, registered_hooks
+from .portable import approx, claim
 from .recording import Recorder, detach
 from .selection import module, module_names, select
 from .tracing import shape_of, trace
@@ -31,7 +33,9 @@ __all__ = [
     "Panel",
     "Recorder",
     "Verdict",
+    "approx",
     "checker",
+    "claim",
     "count_hooks",
     "data",
     "detach",

@@ -5,10 +5,28 @@ from __future__ import annotations
 import html
 from typing import Any, Sequence
 
+from .portable import is_per_run
+
+#: The width a per-run figure (``≈96.1%``) counts for when the columns are aligned, whatever its
+#: digits: the padding of every other cell then does not depend on this run's numbers.
+PER_RUN_WIDTH = 7
+
+
+def _width(cell: str) -> int:
+    return PER_RUN_WIDTH if is_per_run(cell) else len(cell)
+
 
 class Table:
     """Rows under a header. ``str()`` gives aligned plain text (what nbval compares);
-    in a notebook it renders as an HTML table."""
+    in a notebook it renders as an HTML table. A per-run figure (``≈96.1%``) counts as
+    :data:`PER_RUN_WIDTH` characters wide, so the alignment holds on every machine.
+
+    >>> print(Table(["run", "accuracy"], [["a", "≈96.1%"], ["b", "25.0%"]]))
+    run  accuracy
+    ---  --------
+    a    ≈96.1%
+    b    25.0%
+    """
 
     def __init__(self, header: Sequence[str], rows: Sequence[Sequence[Any]], title: str = "") -> None:
         self.header = list(header)
@@ -20,7 +38,7 @@ class Table:
 
     def to_text(self) -> str:
         cells = [self.header] + [[str(c) for c in r] for r in self.rows]
-        widths = [max(len(r[i]) for r in cells) for i in range(len(self.header))]
+        widths = [max(_width(r[i]) for r in cells) for i in range(len(self.header))]
         lines = [self.title] if self.title else []
         for j, r in enumerate(cells):
             lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())

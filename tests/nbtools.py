@@ -82,6 +82,13 @@ def sanitize_patterns() -> list[tuple[str, str]]:
     return re.findall(r"^regex: (.*)$\n^replace: (.*)$", SANITIZE_FILE.read_text(), flags=re.M)
 
 
+def sanitize(text: str, patterns: list[tuple[str, str]] | None = None) -> str:
+    """``text`` as nbval compares it: every sanitize pattern applied (per-run figures masked)."""
+    for regex, repl in sanitize_patterns() if patterns is None else patterns:
+        text = re.sub(regex, repl, text)
+    return text
+
+
 def normalise(outputs: list[Any], patterns: list[tuple[str, str]]) -> dict[str, list[Any]]:
     """Outputs flattened the way nbval compares them: by key (stream name, MIME type, error
     name/value), sanitized, images and widget views dropped."""
@@ -89,10 +96,7 @@ def normalise(outputs: list[Any], patterns: list[tuple[str, str]]) -> dict[str, 
     def clean(value: Any) -> Any:
         if isinstance(value, list):
             value = "".join(value)
-        if isinstance(value, str):
-            for regex, repl in patterns:
-                value = re.sub(regex, repl, value)
-        return value
+        return sanitize(value, patterns) if isinstance(value, str) else value
 
     out: dict[str, list[Any]] = {}
     streams: dict[str, str] = {}

@@ -10,6 +10,8 @@ import re
 
 import pytest
 
+from hooklab.portable import MASK
+
 from .nbtools import IGNORE, RAISES, RERUN, SKIP, code_cells, has_marker, malformed_markers, marker_reason, notebooks, read
 
 NOTEBOOKS = notebooks()
@@ -70,7 +72,46 @@ def test_hygiene(path) -> None:
     if code and unchecked / len(code) > 0.15:
         problems.append(f"{unchecked} of {len(code)} code cells skip output checks (over 15%)")
 
+    problems += portable_output_problems(nb)
+
     text = "\n".join(c.source for c in nb.cells)
     if "mybinder.org" not in text:
         problems.append("no Binder link")
     assert not problems, f"{path.name}:\n  " + "\n  ".join(problems)
+
+
+#: A per-run figure's number (what follows the ``≈``).
+_FIGURE = re.compile(r"\u2248([-+]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[-+]?\d+)?%?)")
+
+
+def _texts(cell) -> list[str]:
+    out = []
+    for o in cell.outputs:
+        if o.output_type == "stream":
+            out.append(o.text)
+        elif o.output_type in ("execute_result", "display_data"):
+            out += [v for k, v in o.data.items() if k.startswith("text/") and isinstance(v, str)]
+    return out
+
+
+def portable_output_problems(nb) -> list[str]:
+    """The portable-outputs rule, as far as the stored notebook shows it (README, "Tests"):
+    no stored claim says ``NO``; a cell that prints a per-run figure (``≈96.1%``) also prints a
+    claim (``: yes`` or ``True``), so the masked figure is never the only evidence; and the prose
+    never quotes a per-run figure as fact."""
+    problems, figures = [], set()
+    for i, cell in code_cells(nb):
+        texts = _texts(cell)
+        joined = "\n".join(texts)
+        if re.search(r": NO\b", joined):
+            problems.append(f"cell {i} stores a claim that does not hold (': NO')")
+        if re.search(MASK, joined):
+            # measurements (a point, a percent sign, or three digits and more), not small counts like 16
+            figures |= {f for f in _FIGURE.findall(joined) if re.search(r"[.%]|\d{3}", f)}
+            if not re.search(r": yes\b|\bTrue\b", joined):
+                problems.append(f"cell {i} prints a per-run figure (≈) but no claim (': yes' or True) beside it")
+    prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    for figure in sorted(figures):
+        if re.search(rf"(?<![\d.]){re.escape(figure)}(?![\d])", prose):
+            problems.append(f"the prose quotes {figure}, a per-run figure: say what holds on every machine instead")
+    return problems
