@@ -3,6 +3,10 @@
 
     python3 dev.py lab       open JupyterLab on notebooks/00_start_here.ipynb (127.0.0.1, with a token)
     python3 dev.py test      run every test (unit, notebooks under nbval, re-run, browser)
+    python3 dev.py test --other-cpu
+                             the checks whose results depend on the CPU (every notebook under
+                             nbval and run twice, the trained-model tests) as another CPU runs
+                             them: other float kernels, one thread
     python3 dev.py execute   re-run every notebook top to bottom and store its outputs
                              (add notebook paths to execute only those)
     python3 dev.py bench     measure what hooks and notebooks cost; writes benchmarks/RESULTS.md
@@ -29,6 +33,18 @@ PY = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".hooklab-installed"
 
 
+#: Another CPU on this machine: PyTorch picks other convolution and matrix kernels (SSE4.1 instead
+#: of AVX2/AVX-512) and one thread instead of all cores, so float sums come out in another order.
+#: The stored outputs must match under these as they do natively.
+OTHER_CPU = {
+    "ONEDNN_MAX_CPU_ISA": "SSE41",
+    "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+    "ATEN_CPU_CAPABILITY": "default",
+    "OMP_NUM_THREADS": "1",
+    "HOOKLAB_OTHER_CPU": "1",
+}
+
+
 def say(msg: str) -> None:
     print(f"[dev] {msg}", flush=True)
 
@@ -53,8 +69,8 @@ def setup() -> None:
     say(f"installed in {time.time() - start:.0f} s")
 
 
-def run(cmd: list[str]) -> int:
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONUTF8="1")
+def run(cmd: list[str], extra_env: dict[str, str] | None = None) -> int:
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONUTF8="1", **(extra_env or {}))
     env.pop("PYTHONPATH", None)
     return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
@@ -76,6 +92,10 @@ def main(argv: list[str]) -> int:
         return run([str(PY), "-m", "tests.execute", *rest])
     if command == "bench":
         return run([str(PY), "-m", "benchmarks", *rest])
+    if "--other-cpu" in rest:
+        rest.remove("--other-cpu")
+        say("as another CPU: " + " ".join(f"{k}={v}" for k, v in OTHER_CPU.items()))
+        return run([str(PY), "-m", "pytest", "-m", "kernels", *rest], OTHER_CPU)
     return run([str(PY), "-m", "pytest", *rest])
 
 

@@ -35,6 +35,22 @@ def test_test_runs_pytest_and_passes_arguments_through(captured):
     assert captured[0][1:] == ["-m", "pytest", "-k", "hooks"]
 
 
+def test_other_cpu_runs_the_kernel_dependent_tests_with_other_kernels(monkeypatch):
+    calls: list[tuple[list[str], dict]] = []
+    monkeypatch.setattr(dev, "setup", lambda: None)
+    monkeypatch.setattr(dev, "run", lambda cmd, extra_env=None: calls.append((cmd, extra_env)) or 0)
+    dev.main(["test", "--other-cpu", "-x"])
+    cmd, env = calls[0]
+    assert cmd[1:] == ["-m", "pytest", "-m", "kernels", "-x"]
+    assert env["ATEN_CPU_CAPABILITY"] == "default" and env["ONEDNN_MAX_CPU_ISA"] == "SSE41"
+    assert env["OMP_NUM_THREADS"] == "1" and env["HOOKLAB_OTHER_CPU"] == "1"
+
+
+def test_ci_runs_both_kernel_sets():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^python3 dev\.py test --other-cpu\s*$", ci, re.M)
+
+
 def test_unknown_command_prints_usage(captured, capsys):
     assert dev.main(["nope"]) == 2
     assert "python3 dev.py lab" in capsys.readouterr().out
