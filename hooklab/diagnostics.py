@@ -32,6 +32,7 @@ from torch import nn
 
 from ._table import Table
 from .hooks import Hooks
+from .portable import approx
 from .selection import select
 
 __all__ = ["LayerStats", "ActivationStats", "GradNorms", "Run", "run", "dead_share",
@@ -138,11 +139,13 @@ class ActivationStats:
         return len(self.layers)
 
     def table(self, n: int = 10) -> Table:
-        """Mean, std, zero share and dead share per layer, averaged over the last ``n`` steps."""
+        """Mean, std, zero share and dead share per layer, averaged over the last ``n`` steps
+        (measured figures, marked ``≈``: see :mod:`hooklab.portable`)."""
         rows = []
         for name, s in self.layers.items():
             last = s.last(n)
-            rows.append([name, f"{last['mean']:.3f}", f"{last['std']:.3f}", f"{last['zeros']:.0%}", f"{last['dead']:.0%}"])
+            rows.append([name, approx(last["mean"], ".3f"), approx(last["std"], ".3f"), approx(last["zeros"], ".0%"),
+                         approx(last["dead"], ".0%")])
         return Table(["layer", "mean", "std", "zeros", "dead units"], rows)
 
     def clear(self) -> None:
@@ -231,26 +234,24 @@ class Run:
         return f"{self.init}, lr={self.lr:g}"
 
     def summary(self, layer: str = "relu3", n: int = 10) -> dict[str, Any]:
-        """Rounded numbers that sum the run up: loss, accuracy and ``layer``'s last-``n``-step statistics."""
+        """The run's figures: the loss and ``layer``'s statistics averaged over the last ``n``
+        steps, the test accuracy, and conv1's gradient norm (3 significant digits, so that a tiny
+        norm stays visible: ``≈1.7e-05``). A trained model's figures differ a little from machine
+        to machine, so they are marked ``≈`` (:mod:`hooklab.portable`).
+        """
         last = self.stats[layer].last(n)
-        finite = [x for x in self.losses[-n:] if math.isfinite(x)]
         return {
             "run": self.label,
-            "final loss": round(sum(finite) / len(finite), 3) if finite else float("nan"),
-            "test accuracy": f"{self.test_accuracy:.1%}",
-            f"{layer} mean": round(last["mean"], 3),
-            f"{layer} std": round(last["std"], 3),
-            f"{layer} dead units": f"{last['dead']:.0%}",
-            "conv1 grad norm": _sig(_mean_last(self.grads.norms["conv1"], n)),
+            "final loss": approx(_mean_last(self.losses, n), ".3f"),
+            "test accuracy": approx(self.test_accuracy, ".1%"),
+            f"{layer} mean": approx(last["mean"], ".3f"),
+            f"{layer} std": approx(last["std"], ".3f"),
+            f"{layer} dead units": approx(last["dead"], ".0%"),
+            "conv1 grad norm": approx(_mean_last(self.grads.norms["conv1"], n), ".3g"),
         }
 
     def __repr__(self) -> str:
-        return f"Run({self.label}: {len(self.losses)} steps, test accuracy {self.test_accuracy:.1%})"
-
-
-def _sig(x: float, digits: int = 3) -> float:
-    """``x`` rounded to ``digits`` significant digits (a tiny gradient norm stays visible: 1.7e-05)."""
-    return float(f"{x:.{digits}g}")
+        return f"Run({self.label}: {len(self.losses)} steps, test accuracy {approx(self.test_accuracy, '.1%')})"
 
 
 def _mean_last(values: Sequence[float], n: int) -> float:
@@ -259,13 +260,14 @@ def _mean_last(values: Sequence[float], n: int) -> float:
 
 
 def run(init: str = "kaiming", lr: float = 0.006, *, steps: int | None = None, epochs: int = 4,
-        n_train: int = 2048, n_test: int = 512, seed: int = 0, inplace: bool = False,
+        n_train: int = 2048, n_test: int = 512, seed: int | None = None, inplace: bool = False,
         hist_max: float = 4.0) -> Run:
     """Train a fresh :func:`hooklab.shapes.tiny_cnn` with ``init`` and ``lr`` while
     :class:`ActivationStats` (on the ReLUs) and :class:`GradNorms` (on conv and linear weights)
     record every step; remove the hooks and return a :class:`Run`.
 
-    ``steps`` stops after that many steps (a short run for a live lab).
+    ``steps`` stops after that many steps (a short run for a live lab). ``seed`` picks the initial
+    weights and the order of the batches (default: :data:`hooklab.shapes.SEED`).
 
     >>> r = run(steps=3, n_train=96, n_test=32)
     >>> len(r.losses), len(r.stats["relu1"].mean), len(r.grads.norms["conv1"])
@@ -273,6 +275,7 @@ def run(init: str = "kaiming", lr: float = 0.006, *, steps: int | None = None, e
     """
     from . import shapes
 
+    seed = shapes.SEED if seed is None else seed
     train_set, test_set = shapes.default_data(n_train, n_test)
     model = shapes.init_weights(shapes.tiny_cnn(inplace=inplace), init, seed=seed)
     with ActivationStats(model, "relu*", hist_max=hist_max, name="diagnostics.run:stats") as stats, \

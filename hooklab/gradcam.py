@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .hooks import Hooks
+from .portable import approx
 from .selection import module as find_module
 
 if TYPE_CHECKING:
@@ -211,32 +212,33 @@ class PeakCheck:
 
     def __str__(self) -> str:
         positions = "×".join(map(str, self.positions))
-        return (f"{self.layer:6s} {positions:5s}  peak on the shape: {self.share:6.1%} of {len(self.distance)} "
-                f"correctly classified   {_misses(self.distance)}")
+        return (f"{self.layer:6s} {positions:5s}  peak on the shape: {approx(self.share, '.1%')} of "
+                f"{approx(len(self.distance), 'd')} correctly classified   {_misses(self.distance)}")
 
     def report(self) -> str:
         """``str(self)`` and then one line per class: its share, its misses and the farthest one.
+        Every figure is marked ``≈``: a trained model's figures differ from machine to machine
+        (:mod:`hooklab.portable`).
 
         >>> check = PeakCheck("relu2", (16, 16), torch.tensor([0.0, 1.0, 0.0]), torch.tensor([0, 0, 1]), ("a", "b"), 3)
         >>> print(check.report())
-        relu2  16×16  peak on the shape:  66.7% of 3 correctly classified   1 miss, farthest 1.0 px
-          a             peak on the shape  50.0%   1 miss, farthest 1.0 px
-          b             peak on the shape 100.0%   no miss
+        relu2  16×16  peak on the shape: ≈66.7% of ≈3 correctly classified   misses ≈1, the farthest ≈1.0 px off
+          a             peak on the shape ≈50.0%    misses ≈1, the farthest ≈1.0 px off
+          b             peak on the shape ≈100.0%   misses ≈0, the farthest ≈0.0 px off
         """
         width = max(12, *(len(name) for name in self.classes))
         lines = [str(self)]
         for c, name in enumerate(self.classes):
             d = self.distance[self.labels == c]
             share = (d == 0).float().mean().item() if len(d) else float("nan")
-            lines.append(f"  {name:{width}s}  peak on the shape {share:6.1%}   {_misses(d)}")
+            lines.append(f"  {name:{width}s}  peak on the shape {approx(share, '.1%'):8s}  {_misses(d)}")
         return "\n".join(lines)
 
 
 def _misses(distance: torch.Tensor) -> str:
     misses = distance[distance > 0]
-    if not len(misses):
-        return "no miss"
-    return f"{len(misses)} miss{'es' if len(misses) != 1 else ''}, farthest {misses.max().item():.1f} px"
+    farthest = misses.max().item() if len(misses) else 0.0
+    return f"misses {approx(len(misses), 'd')}, the farthest {approx(farthest, '.1f')} px off"
 
 
 def peak_check(model: nn.Module, data: "Shapes", layer: str) -> PeakCheck:

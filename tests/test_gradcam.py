@@ -119,9 +119,11 @@ def test_peak_check_summarises_distances_per_class():
     assert check.share == 0.75
     per_class = check.per_class()
     assert per_class["a"] == 1.0 and per_class["b"] == 0.5 and math.isnan(per_class["c"])
-    assert "75.0% of 4 correctly classified" in str(check) and "1 miss, farthest 1.5 px" in str(check)
-    assert check.report().splitlines()[2].split() == ["b", "peak", "on", "the", "shape", "50.0%", "1", "miss,", "farthest", "1.5", "px"]
-    assert "no miss" in str(gradcam.PeakCheck("x", (8, 8), torch.zeros(2), torch.zeros(2, dtype=torch.long), ("a",), 2))
+    assert "≈75.0% of ≈4 correctly classified" in str(check) and "misses ≈1, the farthest ≈1.5 px off" in str(check)
+    assert check.report().splitlines()[2].split() == ["b", "peak", "on", "the", "shape", "≈50.0%", "misses", "≈1,",
+                                                      "the", "farthest", "≈1.5", "px", "off"]
+    none = gradcam.PeakCheck("x", (8, 8), torch.zeros(2), torch.zeros(2, dtype=torch.long), ("a",), 2)
+    assert "misses ≈0, the farthest ≈0.0 px off" in str(none)
 
 
 def test_peak_check_counts_only_correctly_classified_images_and_removes_its_hook():
@@ -136,9 +138,12 @@ def test_peak_check_counts_only_correctly_classified_images_and_removes_its_hook
 
 
 @pytest.mark.slow
+@pytest.mark.kernels
 def test_grad_cam_peak_lies_on_the_shape_for_90_percent_over_several_seeds():
     """The issue's floor, strict (maps scaled up to 32x32 first, the peak pixel on a mask pixel), on
-    the pattern data, for four training seeds, not one: relu2 >= 90% for every one."""
+    the pattern data, for four training seeds, not one: relu2 >= 90% for every one, in every class,
+    with every miss within 5 pixels (what notebook 07 claims; measured 99.2-100% and at most 3 px
+    over 10 seeds and two kernel sets)."""
     _, test_set = shapes.default_data(kind="patterns")
     for seed in range(4):
         result = shapes.trained_model(kind="patterns", seed=seed)
@@ -146,20 +151,22 @@ def test_grad_cam_peak_lies_on_the_shape_for_90_percent_over_several_seeds():
         check = gradcam.peak_check(result.model, test_set, "relu2")
         assert len(check.distance) >= 0.95 * len(test_set)
         assert check.share >= 0.9, f"seed {seed}: peak on the shape for only {check.share:.1%}"
-        if seed == 0:  # the notebook's model and figures
-            assert check.share == pytest.approx(0.996, abs=0.001)
-            assert check.distance.max().item() <= 2.0
+        assert min(check.per_class().values()) >= 0.9
+        assert check.distance.max().item() <= 5.0
+        assert gradcam.peak_check(result.model, test_set, "conv1").share < check.share
 
 
 @pytest.mark.slow
-def test_grad_cam_on_the_outline_data_misses_by_a_pixel():
+@pytest.mark.kernels
+def test_grad_cam_on_the_outline_data_misses_by_a_few_pixels():
     """Notebook 07's contrast: on notebook 06's shapes (the class is the outline) relu2's peak is on
-    the shape far less often, and every miss lies within a few pixels of it."""
+    the shape for fewer than 90% of the images, and every miss lies within 6 pixels of it
+    (measured 19-81% and at most 4.2 px over 10 seeds and two kernel sets)."""
     _, test_set = shapes.default_data(kind="shapes")
-    check = gradcam.peak_check(shapes.trained_model(kind="shapes").model, test_set, "relu2")
-    assert check.share == pytest.approx(0.647, abs=0.001)
-    assert check.distance.max().item() < 2.5
-    assert check.per_class()["square"] < 0.5
+    for seed in range(2):
+        check = gradcam.peak_check(shapes.trained_model(kind="shapes", seed=seed).model, test_set, "relu2")
+        assert check.share < 0.9
+        assert check.distance.max().item() <= 6.0
 
 
 def test_plot_overlay():
