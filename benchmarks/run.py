@@ -28,11 +28,11 @@ OUT = HERE / "out"
 #: Settings per mode.
 MODES: dict[str, dict[str, Any]] = {
     "full": {"reps": 40, "forwards": 2, "one_shot_reps": 20, "passes": 1000, "seeds": [0, 1, 2, 3, 4],
-             "notebooks": None, "changes": 20},
-    "quick": {"reps": 4, "forwards": 1, "one_shot_reps": 2, "passes": 30, "seeds": [0], "notebooks": ["00"],
-              "changes": 6},
+             "other_cpu": True, "notebooks": None, "changes": 20, "portability_seeds": [3, 4, 5]},
+    "quick": {"reps": 4, "forwards": 1, "one_shot_reps": 2, "passes": 30, "seeds": [0], "other_cpu": False,
+              "notebooks": ["00"], "changes": 6, "portability_seeds": []},
 }
-SECTIONS = ("overhead", "memory", "models", "notebooks")
+SECTIONS = ("overhead", "memory", "models", "notebooks", "portability")
 
 
 # ---------------------------------------------------------------- the machine
@@ -129,13 +129,19 @@ def collect(mode: str = "full", sections: tuple[str, ...] = SECTIONS, notebooks:
         results["memory"] = memory.run(cfg["passes"], threads=threads)
     if "models" in sections:
         from . import models
-        log(f"[bench] the tiny CNN: trained from seeds {cfg['seeds']} on each kind of data ...")
-        results["models"] = models.run(cfg["seeds"])
+        log(f"[bench] the tiny CNN: trained from seeds {cfg['seeds']} on each kind of data"
+            f"{' (this CPU, then the other kernel set)' if cfg['other_cpu'] else ''} ...")
+        results["models"] = models.run(cfg["seeds"], other_cpu=cfg["other_cpu"])
     if "notebooks" in sections:
         from . import notebooks as nbbench
         paths = _notebook_paths(notebooks if notebooks is not None else cfg["notebooks"])
         log(f"[bench] notebooks: {len(paths)} in fresh kernels, then their panels ...")
         results["notebooks"] = nbbench.run(paths, changes=cfg["changes"])
+    if "portability" in sections and cfg["portability_seeds"]:
+        from . import portability
+        log(f"[bench] portable outputs: notebooks {', '.join(portability.TRAINED)} with seeds "
+            f"{cfg['portability_seeds']}, on both kernel sets ...")
+        results["portability"] = portability.run(seeds=tuple(cfg["portability_seeds"]))
     results["machine"]["load_end"] = _load()
     results["seconds"] = time.perf_counter() - started
     return results
@@ -155,6 +161,9 @@ def floors(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
     if "models" in results:
         from . import models
         rows += models.floors(results["models"])
+    if "portability" in results:
+        from . import portability
+        rows += portability.floors(results["portability"])
     if "notebooks" in results:
         n = results["notebooks"]
         for r in n["notebooks"]:
@@ -268,6 +277,10 @@ def markdown(results: dict[str, Any]) -> str:
     if "models" in results:
         from . import models
         lines += models.markdown(results["models"])
+
+    if "portability" in results:
+        from . import portability
+        lines += portability.markdown(results["portability"])
 
     if "notebooks" in results:
         n = results["notebooks"]
