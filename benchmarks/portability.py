@@ -12,8 +12,8 @@ initial weights and the batch order, not only the last bits of each sum.
 
 Floor: no checked cell differs, for any seed on either kernel set.
 
-Run alone: ``python -m benchmarks.portability 06 3`` executes one notebook with one seed here and
-prints the differing cells as JSON.
+Run alone: ``python -m benchmarks.portability notebooks/06_training_diagnostics.ipynb 3`` executes
+one notebook with one seed here and prints the differing cells as JSON.
 """
 
 from __future__ import annotations
@@ -44,15 +44,15 @@ def _other_cpu_env() -> dict[str, str]:
     return dict(dev.OTHER_CPU)
 
 
-def differences(number: str, seed: int) -> dict[str, Any]:
-    """Execute notebook ``number`` with ``hooklab.shapes.SEED = seed`` in a fresh kernel (in this
-    process's environment) and list the checked cells whose sanitized output differs from the stored."""
+def differences(path: Path, seed: int) -> dict[str, Any]:
+    """Execute the notebook at ``path`` with ``hooklab.shapes.SEED = seed`` in a fresh kernel (in
+    this process's environment) and list the checked cells whose sanitized output differs from the
+    stored one."""
     import nbformat
 
-    from tests.nbtools import IGNORE, SKIP, client_for, code_cells, has_marker, normalise, notebooks, read, \
-        sanitize_patterns, tag_error_cells
+    from tests.nbtools import IGNORE, SKIP, client_for, code_cells, has_marker, normalise, read, sanitize_patterns, \
+        tag_error_cells
 
-    path = next(p for p in notebooks() if p.name.startswith(number))
     stored, nb = read(path), read(path)
     tag_error_cells(nb)
     nb.cells.insert(0, nbformat.v4.new_code_cell(f"import hooklab.shapes\nhooklab.shapes.SEED = {seed}"))
@@ -70,8 +70,10 @@ def differences(number: str, seed: int) -> dict[str, Any]:
 
 
 def _one(number: str, seed: int, kernel_set: str) -> dict[str, Any]:
+    from tests.nbtools import notebooks
+    path = next(p for p in notebooks() if p.name.startswith(number))
     env = dict(os.environ, PYTHONUTF8="1", **(_other_cpu_env() if kernel_set == "other CPU" else {}))
-    out = subprocess.run([sys.executable, "-m", "benchmarks.portability", number, str(seed)], cwd=ROOT, env=env,
+    out = subprocess.run([sys.executable, "-m", "benchmarks.portability", str(path), str(seed)], cwd=ROOT, env=env,
                          capture_output=True, text=True)
     if out.returncode != 0:
         return {"notebook": number, "seed": seed, "seconds": 0.0,
@@ -110,4 +112,4 @@ def markdown(result: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(differences(sys.argv[1], int(sys.argv[2]))))
+    print(json.dumps(differences(Path(sys.argv[1]), int(sys.argv[2]))))

@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from benchmarks import memory, models, overhead
+from benchmarks import memory, models, overhead, portability
 from benchmarks import notebooks as nbbench
 from benchmarks import run as bench
 
@@ -196,3 +196,22 @@ def test_a_notebooks_time_ends_at_its_last_code_cell_not_after_the_panel_benchma
     wall = time.perf_counter() - started
     assert result["unexpected_errors"] == [] and result["panels"] == []
     assert wall - result["seconds"] >= 3.5  # the 4 s of the appended cell are not the notebook's
+
+
+def test_portability_runs_a_notebook_with_another_seed_and_compares_as_nbval_does(tmp_path):
+    """A notebook whose output depends on hooklab.shapes.SEED: the stored line (seed 0) and the run
+    with seed 3 differ in a checked cell; a ≈ figure and a claim that holds for both do not."""
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import hooklab.shapes as s, hooklab\nprint('seed', s.SEED)"),
+        nbformat.v4.new_code_cell("print(hooklab.approx(s.SEED / 7, '.3f'), hooklab.claim('SEED ≥ 0', s.SEED >= 0))"),
+    ])
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="seed 0\n")]
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="≈0.000 SEED ≥ 0: yes\n")]
+    path = tmp_path / "99_seeded.ipynb"
+    nbformat.write(nb, path)
+    found = portability.differences(path, 3)
+    assert [d["cell"] for d in found["differing"]] == [0]
+    assert found["differing"][0]["this run"] == {"stdout": ["seed 3\n"]}
+    floors = portability.floors({"seeds": [3], "kernel_sets": ["this CPU"], "runs": [{**found, "kernels": "this CPU"}]})
+    assert floors[0][1:] == ("1", False)
+    assert portability._other_cpu_env()["ATEN_CPU_CAPABILITY"] == "default"
