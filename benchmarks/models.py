@@ -1,10 +1,10 @@
 """The trained tiny CNN of notebooks 06 and 07, over several training seeds.
 
 For each kind of data (``shapes``: the class is the outline, notebook 06; ``patterns``: the class
-is the pattern inside the shape, notebook 07) and each seed, :func:`hooklab.shapes.trained_model`
+is the pattern inside the shape, notebook 07) and each seed, :func:`hooklab.course.shapes.trained_model`
 trains one model (seeded initial weights and batch order, one PyTorch thread, as in the
 notebooks). Measured: the seconds to draw the data (once per kind) and to train, the test
-accuracy, and Grad-CAM's strict peak check on ``relu2`` (:func:`hooklab.gradcam.peak_check`: the
+accuracy, and Grad-CAM's strict peak check on ``relu2`` (:func:`hooklab.course.nb07_grad_cam.peak_check`: the
 share of correctly classified test images whose heat-map peak is a pixel of the shape).
 
 Each seed is trained twice in the full run: with this CPU's float kernels, and with the other
@@ -48,8 +48,8 @@ def run(seeds: list[int], other_cpu: bool = False) -> dict[str, Any]:
 
 
 def _run_here(seeds: list[int]) -> dict[str, Any]:
-    import hooklab.gradcam as gradcam
-    import hooklab.shapes as shapes
+    import hooklab.course.nb07_grad_cam as gradcam
+    import hooklab.course.shapes as shapes
 
     rows = []
     for kind in ("shapes", "patterns"):
@@ -98,10 +98,10 @@ def floors(models: dict[str, Any]) -> list[tuple[str, str, bool]]:
 def markdown(models: dict[str, Any]) -> list[str]:
     """The section of RESULTS.md."""
     lines = ["", "## The trained tiny CNN (notebooks 06 and 07)", "",
-             "`hooklab.shapes.trained_model(kind=..., seed=...)` for each kind of data (`shapes`: the class is the "
+             "`hooklab.course.shapes.trained_model(kind=..., seed=...)` for each kind of data (`shapes`: the class is the "
              "outline, notebook 06; `patterns`: the class is the pattern inside the shape, notebook 07) and each "
              "seed (initial weights and batch order; one PyTorch thread, as in the notebooks). Then "
-             f"`hooklab.gradcam.peak_check` on `{models['layer']}`: the share of the correctly classified test "
+             f"`hooklab.course.nb07_grad_cam.peak_check` on `{models['layer']}`: the share of the correctly classified test "
              "images (of 512) whose Grad-CAM peak, scaled up to 32×32, is a pixel of the shape.",
              "", "Every seed is trained with this CPU's float kernels and, in the full run, again with the other "
              "kernel set of `python3 dev.py test --other-cpu` (SSE4.1 kernels, one thread): the digits differ, "

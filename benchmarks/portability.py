@@ -5,7 +5,7 @@ that is why the notebooks print claims that hold everywhere and mark per-run fig
 (:mod:`hooklab.portable`), which the tests mask. ``python3 dev.py test`` and
 ``python3 dev.py test --other-cpu`` check the stored outputs for the notebooks' own seed on two
 kernel sets. This section goes further: it executes every notebook that trains a model with
-*other* seeds (:data:`hooklab.shapes.SEED`), each under this CPU's kernels and under the other
+*other* seeds (:data:`hooklab.course.shapes.SEED`), each under this CPU's kernels and under the other
 kernel set of ``dev.py test --other-cpu``, and compares every checked output, sanitized as nbval
 compares it, with the stored one. Another seed is a harsher test than another CPU: it changes the
 initial weights and the batch order, not only the last bits of each sum.
@@ -45,7 +45,7 @@ def _other_cpu_env() -> dict[str, str]:
 
 
 def differences(path: Path, seed: int) -> dict[str, Any]:
-    """Execute the notebook at ``path`` with ``hooklab.shapes.SEED = seed`` in a fresh kernel (in
+    """Execute the notebook at ``path`` with ``hooklab.course.shapes.SEED = seed`` in a fresh kernel (in
     this process's environment) and list the checked cells whose sanitized output differs from the
     stored one."""
     import nbformat
@@ -55,7 +55,7 @@ def differences(path: Path, seed: int) -> dict[str, Any]:
 
     stored, nb = read(path), read(path)
     tag_error_cells(nb)
-    nb.cells.insert(0, nbformat.v4.new_code_cell(f"import hooklab.shapes\nhooklab.shapes.SEED = {seed}"))
+    nb.cells.insert(0, nbformat.v4.new_code_cell(f"import hooklab.course.shapes\nhooklab.course.shapes.SEED = {seed}"))
     started = time.perf_counter()
     client_for(nb).execute()
     patterns = sanitize_patterns()
@@ -100,7 +100,7 @@ def floors(result: dict[str, Any]) -> list[tuple[str, str, bool]]:
 
 def markdown(result: dict[str, Any]) -> list[str]:
     lines = ["", "## Portable outputs: other seeds, other kernels", "",
-             "Each notebook that trains a model, executed with `hooklab.shapes.SEED` set to another seed (other "
+             "Each notebook that trains a model, executed with `hooklab.course.shapes.SEED` set to another seed (other "
              "initial weights, another batch order), once with this CPU's kernels and once with the other kernel "
              "set of `python3 dev.py test --other-cpu`; every checked output compared with the stored one as nbval "
              "compares it (per-run figures marked `≈` masked, every claim compared).", "",

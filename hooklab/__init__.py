@@ -12,6 +12,7 @@ The path from a notebook cell to PyTorch stays short: one ``hooklab`` call, then
 * :func:`claim` and :func:`approx` print figures that hold on any CPU (:mod:`hooklab.portable`).
 """
 
+from . import checker, plots
 from .callbacks import Callbacks
 from .checker import Exercise, Mistake, Verdict
 from .hooks import Hooks
@@ -20,7 +21,6 @@ from .portable import approx, claim
 from .recording import Recorder, detach
 from .selection import module, module_names, select
 from .tracing import shape_of, trace
-from . import checker, data, plots
 from .widgets import Panel
 
 __version__ = "0.1.0"
@@ -37,7 +37,6 @@ __all__ = [
     "checker",
     "claim",
     "count_hooks",
-    "data",
     "detach",
     "module",
     "module_names",

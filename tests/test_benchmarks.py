@@ -199,10 +199,10 @@ def test_a_notebooks_time_ends_at_its_last_code_cell_not_after_the_panel_benchma
 
 
 def test_portability_runs_a_notebook_with_another_seed_and_compares_as_nbval_does(tmp_path):
-    """A notebook whose output depends on hooklab.shapes.SEED: the stored line (seed 0) and the run
+    """A notebook whose output depends on hooklab.course.shapes.SEED: the stored line (seed 0) and the run
     with seed 3 differ in a checked cell; a ≈ figure and a claim that holds for both do not."""
     nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("import hooklab.shapes as s, hooklab\nprint('seed', s.SEED)"),
+        nbformat.v4.new_code_cell("import hooklab.course.shapes as s, hooklab\nprint('seed', s.SEED)"),
         nbformat.v4.new_code_cell("print(hooklab.approx(s.SEED / 7, '.3f'), hooklab.claim('SEED ≥ 0', s.SEED >= 0))"),
     ])
     nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="seed 0\n")]

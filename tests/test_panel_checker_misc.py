@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 import hooklab
+import hooklab.course.data
 from hooklab.checker import Exercise, Mistake, Solution, expect_close
 
 
@@ -184,12 +185,12 @@ def test_callbacks_order_handles_and_context():
 
 # ---------------------------------------------------------------- data and plots
 def test_data_helpers_are_offline_and_repeatable():
-    a, b = hooklab.data.tiny_mlp(), hooklab.data.tiny_mlp()
+    a, b = hooklab.course.data.tiny_mlp(), hooklab.course.data.tiny_mlp()
     assert torch.equal(a[0].weight, b[0].weight)
     assert [type(m).__name__ for m in a] == ["Linear", "ReLU", "Linear"]
     with pytest.raises(ValueError):
-        hooklab.data.tiny_mlp((4,))
-    photo = hooklab.data.sample_photo(64)
+        hooklab.course.data.tiny_mlp((4,))
+    photo = hooklab.course.data.sample_photo(64)
     assert photo.shape == (1, 3, 64, 64) and photo.dtype == torch.float32
     assert -3 < photo.mean().item() < 3
 

@@ -1,6 +1,6 @@
 """Exercises of notebook 01 (callbacks): one callback per name, and a hook that cleans up after itself.
 
->>> from hooklab.exercises.callbacks import one_per_name, register_each
+>>> from hooklab.course.nb01_callbacks import one_per_name, register_each
 >>> print(one_per_name.check(register_each))
 One callback per name: all 3 checks passed
   ✓ registers one callback per name

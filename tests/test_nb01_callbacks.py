@@ -6,7 +6,7 @@ import functools
 
 import torch
 
-from hooklab.exercises.callbacks import hook_for_one_call, one_per_name, register_each, run_with_hook
+from hooklab.course.nb01_callbacks import hook_for_one_call, one_per_name, register_each, run_with_hook
 
 from .checking import failures
 

@@ -1,4 +1,4 @@
-"""Notebook 03's exercises (hooklab.exercises.module_hooks) and helpers (hooklab.module_lab)."""
+"""Notebook 03's exercises (hooklab.course.nb03_module_hooks) and helpers (hooklab.course.nb03_module_hooks)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import hooklab
-from hooklab import module_lab
-from hooklab.exercises import module_hooks as ex
+from hooklab.course import nb03_module_hooks as nb03
+import hooklab.course.nb03_module_hooks as ex
 
 
 def failed(verdict: hooklab.Verdict) -> dict[str, str]:
@@ -263,32 +263,32 @@ def test_checking_leaves_no_hooks_and_no_global_state():
     assert torch.is_grad_enabled()
 
 
-# ====================================================================== hooklab.module_lab
-def test_module_lab_doctests():
-    result = doctest.testmod(module_lab)
+# ====================================================================== hooklab.course.nb03_module_hooks
+def test_nb03_doctests():
+    result = doctest.testmod(nb03)
     assert result.attempted > 0 and result.failed == 0
     result = doctest.testmod(ex)
     assert result.attempted > 0 and result.failed == 0
 
 
 def test_models_are_seeded():
-    a, b = module_lab.lab_model(), module_lab.lab_model()
+    a, b = nb03.lab_model(), nb03.lab_model()
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
     x = torch.ones(2, 1, 6, 6)
-    assert torch.equal(module_lab.small_cnn()(x), module_lab.small_cnn()(x))
-    assert sum(isinstance(m, nn.Conv2d) for m in module_lab.small_cnn().modules()) == 2
+    assert torch.equal(nb03.small_cnn()(x), nb03.small_cnn()(x))
+    assert sum(isinstance(m, nn.Conv2d) for m in nb03.small_cnn().modules()) == 2
 
 
 def test_memory_held_counts_graphs_and_bytes():
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     x = torch.ones(5, 4)
     outs = [model(x) for _ in range(3)]
-    report = module_lab.memory_held(outs)
+    report = nb03.memory_held(outs)
     assert (report.tensors, report.with_graph) == (3, 3)
     assert report.stored_bytes == 3 * 5 * 2 * 4
     # each graph saved the ReLU result [5, 8] (shared with the next Linear's input); x is shared by all
     assert report.graph_bytes == 3 * 5 * 8 * 4 + 5 * 4 * 4
-    detached = module_lab.memory_held([o.detach() for o in outs])
+    detached = nb03.memory_held([o.detach() for o in outs])
     assert (detached.with_graph, detached.graph_bytes) == (0, 0)
     assert detached.total_bytes == report.stored_bytes
     assert "3 stored tensors, 0 with a grad_fn" in str(detached)
@@ -298,15 +298,15 @@ def test_memory_held_after_backward_and_nested_values():
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     out = model(torch.ones(5, 4))
     out.sum().backward()  # frees the saved tensors
-    report = module_lab.memory_held({"a": [out], "b": (out.detach(),)})
+    report = nb03.memory_held({"a": [out], "b": (out.detach(),)})
     assert report.tensors == 2 and report.with_graph == 1 and report.graph_bytes == 0
-    assert module_lab.memory_held([]).total_bytes == 0
+    assert nb03.memory_held([]).total_bytes == 0
 
 
 def test_memory_held_ignores_parameters():
     layer = nn.Linear(100, 1)
     out = layer(torch.ones(1, 100))  # the graph saves the input and (a view of) the weight
-    report = module_lab.memory_held(out)
+    report = nb03.memory_held(out)
     assert report.graph_bytes == 100 * 4  # the input only, not the weight
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from hooklab.exercises.tensor_hooks import clamp_exercise, clamp_hook, log_exercise, log_grad_norms
+from hooklab.course.nb02_tensor_hooks import clamp_exercise, clamp_hook, log_exercise, log_grad_norms
 
 from .checking import failures
 

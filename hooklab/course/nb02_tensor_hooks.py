@@ -1,6 +1,6 @@
 """Exercises of notebook 02 (tensor hooks): a clamping gradient hook, and logging gradients by name.
 
->>> from hooklab.exercises.tensor_hooks import clamp_exercise, clamp_hook
+>>> from hooklab.course.nb02_tensor_hooks import clamp_exercise, clamp_hook
 >>> print(clamp_exercise.check(clamp_hook))
 Clamp the gradient: all 5 checks passed
   ✓ has the right signature

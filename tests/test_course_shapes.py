@@ -1,4 +1,4 @@
-"""hooklab.shapes: the generated image set, the tiny CNN, training and the cached trained model."""
+"""hooklab.course.shapes: the generated image set, the tiny CNN, training and the cached trained model."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-import hooklab.shapes as shapes
+import hooklab.course.shapes as shapes
 
 
 def test_make_shapes_is_seeded_balanced_and_masked():

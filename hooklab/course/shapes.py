@@ -15,7 +15,7 @@ same accuracy on every run.
   step, so training diagnostics can read what the hooks recorded.
 * :func:`trained_model` trains once per process and caches the result (the same weights every time).
 
->>> import hooklab.shapes as shapes
+>>> import hooklab.course.shapes as shapes
 >>> data = shapes.make_shapes(8, seed=1)
 >>> data.images.shape, data.labels.tolist()[:4]
 (torch.Size([8, 1, 32, 32]), [1, 0, 2, 2])
@@ -36,13 +36,13 @@ from typing import Any, Callable, Iterator
 import torch
 from torch import nn
 
-from .callbacks import Callbacks
+from ..callbacks import Callbacks
 
 __all__ = ["SEED", "CLASSES", "PATTERNS", "Shapes", "make_shapes", "make_patterns", "tiny_cnn", "init_weights", "INITS",
            "TrainResult", "train", "accuracy", "KINDS", "trained_model", "default_data", "plot_examples"]
 
 #: The seed a trained model starts from when none is given (:func:`trained_model`,
-#: :func:`hooklab.diagnostics.run`): its initial weights and the order of its batches. Set it to
+#: :func:`hooklab.course.nb06_training_diagnostics.run`): its initial weights and the order of its batches. Set it to
 #: train other models; the notebooks' printed claims must hold for every seed (the benchmark's
 #: portability section runs them with others).
 SEED = 0
