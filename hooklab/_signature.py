@@ -4,7 +4,51 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from typing import Callable
+from typing import Any, Callable, Literal, Optional, Protocol, Tuple
+
+import torch
+from torch import nn
+
+#: The kinds of hook :class:`hooklab.Hooks` registers, one per PyTorch ``register_*`` method.
+HookKind = Literal["forward_pre", "forward", "backward_pre", "backward", "tensor", "post_accumulate_grad"]
+
+
+class ForwardPreHook(Protocol):
+    """``hook(module, args)`` -> ``None`` or new args: ``nn.Module.register_forward_pre_hook``."""
+
+    def __call__(self, module: nn.Module, args: Tuple[Any, ...], /) -> Any: ...
+
+
+class ForwardHook(Protocol):
+    """``hook(module, args, output)`` -> ``None`` or a new output: ``nn.Module.register_forward_hook``."""
+
+    def __call__(self, module: nn.Module, args: Tuple[Any, ...], output: Any, /) -> Any: ...
+
+
+class BackwardPreHook(Protocol):
+    """``hook(module, grad_output)`` -> ``None`` or a new grad_output: ``register_full_backward_pre_hook``."""
+
+    def __call__(self, module: nn.Module, grad_output: Tuple[Optional[torch.Tensor], ...], /) -> Any: ...
+
+
+class BackwardHook(Protocol):
+    """``hook(module, grad_input, grad_output)`` -> ``None`` or a new grad_input: ``register_full_backward_hook``."""
+
+    def __call__(self, module: nn.Module, grad_input: Tuple[Optional[torch.Tensor], ...],
+                 grad_output: Tuple[Optional[torch.Tensor], ...], /) -> Any: ...
+
+
+class TensorHook(Protocol):
+    """``hook(grad)`` -> ``None`` or a new gradient: ``Tensor.register_hook``."""
+
+    def __call__(self, grad: torch.Tensor, /) -> Optional[torch.Tensor]: ...
+
+
+class PostAccumulateGradHook(Protocol):
+    """``hook(param)`` -> ``None`` (it may change ``param.grad`` in place): ``register_post_accumulate_grad_hook``."""
+
+    def __call__(self, param: torch.Tensor, /) -> None: ...
+
 
 #: The positional parameters PyTorch passes to each kind of hook.
 SIGNATURES: dict[str, tuple[str, ...]] = {
@@ -30,6 +74,7 @@ RETURNS: dict[str, str] = {
 
 #: The public kinds (what ``Hooks.add`` accepts).
 KINDS: tuple[str, ...] = tuple(RETURNS)
+assert set(KINDS) == set(HookKind.__args__)  # type: ignore[attr-defined]
 
 
 def check_kind(kind: str) -> str:

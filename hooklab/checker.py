@@ -42,16 +42,26 @@ class Mistake(Exception):
 
 
 def expect_close(actual: Any, expected: Any, what: str, *, atol: float = 1e-6) -> None:
-    """Raise :class:`Mistake` unless ``actual`` is a tensor close to ``expected``."""
+    """Raise :class:`Mistake` unless ``actual`` is a tensor close to ``expected``
+    (``torch.testing.assert_close`` with ``atol``), saying in words what differs.
+
+    >>> expect_close(torch.tensor([1.0, 2.0]), [1.0, 2.0], "the gradient")
+    >>> expect_close(torch.tensor([1.0, 2.5]), [1.0, 2.0], "the gradient")
+    Traceback (most recent call last):
+    ...
+    hooklab.checker.Mistake: the gradient is [1.0, 2.5], expected [1.0, 2.0].
+    """
     if actual is None:
         raise Mistake(f"{what} is None. Did your hook forget to `return` its result?")
     if not isinstance(actual, torch.Tensor):
         raise Mistake(f"{what} should be a tensor, got {type(actual).__name__}.")
-    expected = torch.as_tensor(expected, dtype=actual.dtype)
+    expected = torch.as_tensor(expected, dtype=actual.dtype, device=actual.device)
     if actual.shape != expected.shape:
         raise Mistake(f"{what} has shape {list(actual.shape)}, expected {list(expected.shape)}.")
-    if not torch.allclose(actual, expected, atol=atol):
-        raise Mistake(f"{what} is {_short(actual)}, expected {_short(expected)}.")
+    try:
+        torch.testing.assert_close(actual.detach(), expected, atol=atol, rtol=0)
+    except AssertionError:
+        raise Mistake(f"{what} is {_short(actual)}, expected {_short(expected)}.") from None
 
 
 def _short(t: torch.Tensor) -> str:

@@ -1,13 +1,16 @@
 """One owner for many hook handles.
 
 PyTorch's ``register_*`` calls each return a ``RemovableHandle`` and forget about it; lose the
-handle and the hook stays on the model for good. :class:`Hooks` keeps the handles for you, under
-a key, so that
+handle and the hook stays on the model for good. :class:`Hooks` keeps the handles for you, so that
 
-* registering the same key again **replaces** the old hook (re-running a notebook cell never
-  stacks a second copy),
 * ``with Hooks() as hooks:`` removes every hook on exit, also when the block raises,
+* ``Hooks("name")`` is a *named owner*: creating a new one of the same name (re-running the cell
+  that creates it) first removes every hook the older one holds,
+* ``key="..."`` names one hook: registering the same key again replaces it,
 * a hook function with the wrong signature is rejected when you register it.
+
+Nothing else replaces a hook: two registrations without a key stack up, exactly as PyTorch's
+own ``register_*`` calls do.
 
 >>> import torch, hooklab
 >>> layer = torch.nn.Linear(2, 2)
@@ -22,175 +25,213 @@ a key, so that
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+import itertools
 from typing import Any, Callable, ClassVar, Iterator, Mapping, Union
 
 import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from ._signature import KINDS, check_hook_signature, check_kind, function_name
+from ._signature import (BackwardHook, BackwardPreHook, ForwardHook, ForwardPreHook, HookKind, PostAccumulateGradHook,
+                         TensorHook, check_hook_signature, check_kind, function_name)
 
-__all__ = ["Hooks", "Target"]
+__all__ = ["Hooks", "Registration", "HookOwner", "Target"]
 
 #: What a hook can be registered on: a module, a tensor, or a ``{name: module}`` mapping
 #: (what :func:`hooklab.select` returns) to register the same hook on each of them.
 Target = Union[nn.Module, torch.Tensor, Mapping[str, nn.Module]]
 
 _MODULE_KINDS = ("forward_pre", "forward", "backward_pre", "backward")
+#: The PyTorch method each kind calls, and the options it takes.
+_REGISTER: dict[str, tuple[str, frozenset[str]]] = {
+    "forward_pre": ("register_forward_pre_hook", frozenset({"prepend", "with_kwargs"})),
+    "forward": ("register_forward_hook", frozenset({"prepend", "with_kwargs", "always_call"})),
+    "backward_pre": ("register_full_backward_pre_hook", frozenset({"prepend"})),
+    "backward": ("register_full_backward_hook", frozenset({"prepend"})),
+    "tensor": ("register_hook", frozenset()),
+    "post_accumulate_grad": ("register_post_accumulate_grad_hook", frozenset()),
+}
 
 
-@dataclass
-class _Entry:
-    kind: str
-    label: str
-    fn_name: str
-    handles: list[RemovableHandle] = field(default_factory=list)
+def _live(handle: RemovableHandle) -> bool:
+    """Whether PyTorch still holds the hook behind ``handle`` (it may have been removed directly)."""
+    hooks_dict = handle.hooks_dict_ref()
+    return hooks_dict is not None and handle.id in hooks_dict
+
+
+class Registration:
+    """What registering returns: the PyTorch handles of one hook function on one or more targets.
+
+    ``remove()`` removes all of them (and the entry in its :class:`Hooks`); it is a context
+    manager too. ``handles`` are PyTorch's own ``RemovableHandle`` objects, one per target.
+    """
+
+    def __init__(self, owner: "Hooks", key: str, kind: str, label: str, fn_name: str) -> None:
+        self.owner, self.key, self.kind, self.label, self.fn_name = owner, key, kind, label, fn_name
+        self.handles: list[RemovableHandle] = []
 
     def remove(self) -> None:
+        """Remove the hook from every target."""
         for handle in self.handles:
             handle.remove()
-        self.handles.clear()
+        if self.owner._entries.get(self.key) is self:
+            del self.owner._entries[self.key]
 
+    def __len__(self) -> int:
+        """How many of its PyTorch hooks are still registered."""
+        return sum(_live(h) for h in self.handles)
 
-def _label(target: Any) -> str:
-    if isinstance(target, torch.Tensor):
-        return f"Tensor{list(target.shape)}"
-    return type(target).__name__
+    def __enter__(self) -> "Registration":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def __repr__(self) -> str:
+        count = f" x{len(self.handles)}" if len(self.handles) > 1 else ""
+        return f"<{self.kind} hook {self.fn_name} on {self.label}{count}, key {self.key!r}>"
 
 
 class Hooks:
-    """Registers hooks and owns their handles, one key per hook.
+    """Registers hooks and owns their handles.
 
     Args:
-        name: optional. Creating a ``Hooks`` with a name that is already in use first removes
-            every hook the older one holds, so a notebook cell that does
-            ``hooks = hooklab.Hooks("demo")`` can be re-run without leaving the previous
-            run's hooks behind.
+        name: optional. A named owner: creating a ``Hooks`` with a name already in use first
+            removes every hook the older one holds and closes it (registering on a closed owner
+            raises), so a notebook cell that does ``hooks = hooklab.Hooks("demo")`` and then
+            registers can be re-run without leaving the previous run's hooks behind.
 
-    Each ``register`` method takes ``key=``; without one the key is
-    ``"<kind>:<target type>@<id>:<function name>"``, so registering a function of the same name
-    on the same target again replaces it. Pass an explicit key to keep two lambdas apart.
+    Each ``register`` method takes ``key=``: registering under a key that is in use replaces
+    that hook. Without a key, every registration is a hook of its own, as with PyTorch.
 
     >>> import torch, hooklab
     >>> layer = torch.nn.Linear(2, 2)
-    >>> hooks = hooklab.Hooks("doc")
     >>> for _ in range(3):  # like re-running a cell three times
-    ...     _ = hooks.forward(layer, lambda m, args, out: out * 2, key="double")
+    ...     hooks = hooklab.Hooks("doc")
+    ...     _ = hooks.forward(layer, lambda m, args, out: out * 2)
     >>> len(layer._forward_hooks)
     1
-    >>> hooks.clear(); len(layer._forward_hooks)
+    >>> _ = hooks.forward(layer, lambda m, args, out: out + 1, key="plus one")
+    >>> _ = hooks.forward(layer, lambda m, args, out: out + 2, key="plus one")  # replaces
+    >>> len(layer._forward_hooks), hooks.keys()[-1]
+    (2, 'plus one')
+    >>> hooks.remove(); len(layer._forward_hooks)
     0
     """
 
     _named: ClassVar[dict[str, "Hooks"]] = {}
+    _count: ClassVar[Iterator[int]] = itertools.count()
 
     def __init__(self, name: str | None = None) -> None:
         self.name = name
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, Registration] = {}
+        self._replaced = False
         if name is not None:
             previous = Hooks._named.get(name)
             if previous is not None:
-                previous.clear()
+                previous.remove()
+                previous._replaced = True
             Hooks._named[name] = self
 
     # ------------------------------------------------------------------ registering
-    def add(self, kind: str, target: Target, fn: Callable, *, key: str | None = None, **options: Any) -> list[RemovableHandle]:
-        """Register ``fn`` as a hook of ``kind`` on ``target``; return the PyTorch handles.
+    def add(self, kind: HookKind, target: Target, fn: Callable[..., Any], *, key: str | None = None,
+            **options: Any) -> Registration:
+        """Register ``fn`` as a hook of ``kind`` on ``target`` and return the :class:`Registration`.
 
         ``kind`` is one of ``forward_pre``, ``forward``, ``backward_pre``, ``backward``,
-        ``tensor``, ``post_accumulate_grad``. ``options`` go to PyTorch's ``register_*`` call
-        (``prepend``, ``with_kwargs``, ``always_call``). A mapping target registers ``fn`` on
-        every module in it under the one key.
+        ``tensor``, ``post_accumulate_grad``; each calls PyTorch's matching ``register_*`` method.
+        ``options`` go to that call (``prepend``, ``with_kwargs``, ``always_call``). A mapping
+        target registers ``fn`` on every module in it, as one registration.
         """
+        if self._replaced:
+            raise RuntimeError(f"this Hooks({self.name!r}) was replaced by a newer Hooks({self.name!r}), which removed "
+                               "its hooks: register on the newer one (re-run the cell that creates it).")
         check_kind(kind)
         check_hook_signature(fn, kind, with_kwargs=bool(options.get("with_kwargs", False)))
-        targets = self._targets(kind, target)
+        method, allowed = _REGISTER[kind]
+        unknown = set(options) - allowed
+        if unknown:
+            raise TypeError(f"{kind} hooks take no option {sorted(unknown)}; allowed: {sorted(allowed) or 'none'}.")
+        targets = _targets(kind, target)
+        label = ", ".join(sorted({_label(t) for t in targets}))
         if key is None:
-            label = "+".join(f"{_label(t)}@{id(t):x}" for t in targets)
-            key = f"{kind}:{label}:{function_name(fn)}"
-        self.discard(key)
-        entry = _Entry(kind, ", ".join(sorted({_label(t) for t in targets})), function_name(fn))
+            key = f"{kind}:{label}#{next(Hooks._count)}"
+        elif key in self._entries:
+            self._entries[key].remove()
+        registration = Registration(self, key, kind, label, function_name(fn))
         try:
             for t in targets:
-                entry.handles.append(_register(kind, t, fn, options))
+                registration.handles.append(getattr(t, method)(fn, **options))
         except BaseException:
-            entry.remove()
+            registration.remove()
             raise
-        self._entries[key] = entry
-        return entry.handles
+        self._entries[key] = registration
+        return registration
 
-    def forward_pre(self, module: Target, fn: Callable, *, key: str | None = None, prepend: bool = False,
-                    with_kwargs: bool = False) -> RemovableHandle:
+    def forward_pre(self, module: Target, fn: ForwardPreHook | Callable[..., Any], *, key: str | None = None, prepend: bool = False,
+                    with_kwargs: bool = False) -> Registration:
         """``module.register_forward_pre_hook(fn)``: ``fn(module, args)`` runs before ``forward``.
 
         Return ``None`` to leave the input alone, or the new input (a tuple, or a single value
         that PyTorch wraps in a tuple). With ``with_kwargs=True``: ``fn(module, args, kwargs)``
         returning ``None`` or ``(args, kwargs)``.
         """
-        return self.add("forward_pre", module, fn, key=key, prepend=prepend, with_kwargs=with_kwargs)[0]
+        return self.add("forward_pre", module, fn, key=key, prepend=prepend, with_kwargs=with_kwargs)
 
-    def forward(self, module: Target, fn: Callable, *, key: str | None = None, prepend: bool = False,
-                with_kwargs: bool = False, always_call: bool = False) -> RemovableHandle:
+    def forward(self, module: Target, fn: ForwardHook | Callable[..., Any], *, key: str | None = None, prepend: bool = False,
+                with_kwargs: bool = False, always_call: bool = False) -> Registration:
         """``module.register_forward_hook(fn)``: ``fn(module, args, output)`` runs after ``forward``.
 
         Return ``None`` to leave the output alone, or the output to use instead.
         """
         return self.add("forward", module, fn, key=key, prepend=prepend, with_kwargs=with_kwargs,
-                        always_call=always_call)[0]
+                        always_call=always_call)
 
-    def backward_pre(self, module: Target, fn: Callable, *, key: str | None = None,
-                     prepend: bool = False) -> RemovableHandle:
+    def backward_pre(self, module: Target, fn: BackwardPreHook, *, key: str | None = None,
+                     prepend: bool = False) -> Registration:
         """``module.register_full_backward_pre_hook(fn)``: ``fn(module, grad_output)``.
 
         Runs when the gradient with respect to the module's output is known; return ``None`` or a
         new ``grad_output``.
         """
-        return self.add("backward_pre", module, fn, key=key, prepend=prepend)[0]
+        return self.add("backward_pre", module, fn, key=key, prepend=prepend)
 
-    def backward(self, module: Target, fn: Callable, *, key: str | None = None,
-                 prepend: bool = False) -> RemovableHandle:
+    def backward(self, module: Target, fn: BackwardHook, *, key: str | None = None,
+                 prepend: bool = False) -> Registration:
         """``module.register_full_backward_hook(fn)``: ``fn(module, grad_input, grad_output)``.
 
-        Runs when the gradients with respect to the module's inputs are computed; return ``None``
-        or a new ``grad_input``.
+        Runs when the gradients with respect to the module's positional inputs are computed;
+        return ``None`` or a new ``grad_input``.
         """
-        return self.add("backward", module, fn, key=key, prepend=prepend)[0]
+        return self.add("backward", module, fn, key=key, prepend=prepend)
 
-    def tensor(self, tensor: torch.Tensor, fn: Callable, *, key: str | None = None) -> RemovableHandle:
+    def tensor(self, tensor: torch.Tensor, fn: TensorHook, *, key: str | None = None) -> Registration:
         """``tensor.register_hook(fn)``: ``fn(grad)`` runs when the tensor's gradient is computed.
 
         Return ``None`` to only look, or a tensor to use as the gradient instead.
         """
-        return self.add("tensor", tensor, fn, key=key)[0]
+        return self.add("tensor", tensor, fn, key=key)
 
-    def post_accumulate_grad(self, param: torch.Tensor, fn: Callable, *, key: str | None = None) -> RemovableHandle:
+    def post_accumulate_grad(self, param: torch.Tensor, fn: PostAccumulateGradHook, *,
+                             key: str | None = None) -> Registration:
         """``param.register_post_accumulate_grad_hook(fn)``: ``fn(param)`` runs after
         ``param.grad`` has been accumulated (leaf tensors only)."""
-        return self.add("post_accumulate_grad", param, fn, key=key)[0]
+        return self.add("post_accumulate_grad", param, fn, key=key)
 
     # ------------------------------------------------------------------ removing
-    def remove(self, key: str) -> None:
-        """Remove the hook(s) registered under ``key``; ``KeyError`` (with close keys) if none."""
+    def remove(self) -> None:
+        """Remove every hook this owner holds."""
+        for registration in list(self._entries.values()):
+            registration.remove()
+
+    def drop(self, key: str) -> None:
+        """Remove the hook registered under ``key``; ``KeyError`` (naming the close keys) if none."""
         if key not in self._entries:
             close = difflib.get_close_matches(key, list(self._entries), n=3, cutoff=0.3)
             hint = f" Close keys: {', '.join(map(repr, close))}." if close else ""
             raise KeyError(f"no hook registered under key {key!r}.{hint} Registered keys: "
                            f"{list(self._entries) or 'none'}.")
-        self._entries.pop(key).remove()
-
-    def discard(self, key: str) -> bool:
-        """Remove the hook(s) under ``key`` if there are any; return whether something was removed."""
-        entry = self._entries.pop(key, None)
-        if entry is not None:
-            entry.remove()
-        return entry is not None
-
-    def clear(self) -> None:
-        """Remove every hook this object holds."""
-        while self._entries:
-            _, entry = self._entries.popitem()
-            entry.remove()
+        self._entries[key].remove()
 
     # ------------------------------------------------------------------ looking
     def keys(self) -> list[str]:
@@ -201,8 +242,9 @@ class Hooks:
         return key in self._entries
 
     def __len__(self) -> int:
-        """The number of PyTorch hooks held (a mapping target counts once per module)."""
-        return sum(len(e.handles) for e in self._entries.values())
+        """How many PyTorch hooks this owner holds that are still registered (a mapping target
+        counts once per module; a hook removed directly through its PyTorch handle no longer counts)."""
+        return sum(len(r) for r in self._entries.values())
 
     def __iter__(self) -> Iterator[str]:
         return iter(list(self._entries))
@@ -211,44 +253,74 @@ class Hooks:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.clear()
+        self.remove()
 
     def __repr__(self) -> str:
         title = f"Hooks({self.name!r})" if self.name else "Hooks()"
         if not self._entries:
             return f"{title}: no hooks"
         lines = [f"{title}: {len(self)} hook{'s' if len(self) != 1 else ''}"]
-        for key, e in self._entries.items():
-            count = f" x{len(e.handles)}" if len(e.handles) > 1 else ""
-            lines.append(f"  {key!r}: {e.kind} hook {e.fn_name} on {e.label}{count}")
+        for key, r in self._entries.items():
+            count = f" x{len(r.handles)}" if len(r.handles) > 1 else ""
+            lines.append(f"  {key!r}: {r.kind} hook {r.fn_name} on {r.label}{count}")
         return "\n".join(lines)
 
-    # ------------------------------------------------------------------ helpers
-    @staticmethod
-    def _targets(kind: str, target: Target) -> list[Any]:
-        if isinstance(target, Mapping):
-            if not target:
-                raise ValueError("the mapping of modules is empty: nothing to register the hook on. "
-                                 "Check the pattern you passed to hooklab.select().")
-            targets = list(target.values())
-        else:
-            targets = [target]  # type: ignore[list-item]
-        for t in targets:
-            _check_target(kind, t)
-        return targets
+
+class HookOwner:
+    """The lifecycle every hooklab tool that registers hooks shares (``Recorder``, ``GradCAM``, ...):
+    its hooks live in ``self.hooks`` (a :class:`Hooks`); ``remove()`` takes them off, and a ``with``
+    block removes them on exit, also when it raises."""
+
+    hooks: Hooks
+
+    @property
+    def active(self) -> bool:
+        """Whether its hooks are still registered."""
+        return len(self.hooks) > 0
+
+    def remove(self) -> None:
+        """Remove the hooks (what they recorded stays readable)."""
+        self.hooks.remove()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
 
 
-def _check_target(kind: str, target: Any) -> None:
-    if kind in _MODULE_KINDS:
-        if isinstance(target, str):
-            raise TypeError(f"a {kind} hook goes on an nn.Module, not the string {target!r}; look the module "
-                            f"up first: hooklab.select(model, {target!r}).")
-        if isinstance(target, torch.Tensor):
-            raise TypeError(f"a {kind} hook goes on an nn.Module, not a tensor; for a hook on a tensor's "
-                            "gradient use hooks.tensor(tensor, fn).")
-        if not isinstance(target, nn.Module):
-            raise TypeError(f"a {kind} hook goes on an nn.Module, got {type(target).__name__}.")
-        return
+# ---------------------------------------------------------------------- checking targets
+def _label(target: Any) -> str:
+    if isinstance(target, torch.Tensor):
+        return f"Tensor{list(target.shape)}"
+    return type(target).__name__
+
+
+def _targets(kind: str, target: Target) -> list[Any]:
+    if isinstance(target, Mapping):
+        if not target:
+            raise ValueError("the mapping of modules is empty: nothing to register the hook on. "
+                             "Check the pattern you passed to hooklab.select().")
+        targets = list(target.values())
+    else:
+        targets = [target]
+    for t in targets:
+        (_check_module if kind in _MODULE_KINDS else _check_tensor)(kind, t)
+    return targets
+
+
+def _check_module(kind: str, target: Any) -> None:
+    if isinstance(target, str):
+        raise TypeError(f"a {kind} hook goes on an nn.Module, not the string {target!r}; look the module "
+                        f"up first: hooklab.select(model, {target!r}).")
+    if isinstance(target, torch.Tensor):
+        raise TypeError(f"a {kind} hook goes on an nn.Module, not a tensor; for a hook on a tensor's "
+                        "gradient use hooks.tensor(tensor, fn).")
+    if not isinstance(target, nn.Module):
+        raise TypeError(f"a {kind} hook goes on an nn.Module, got {type(target).__name__}.")
+
+
+def _check_tensor(kind: str, target: Any) -> None:
     if not isinstance(target, torch.Tensor):
         hint = (" For a module, use hooks.forward / hooks.backward, or hooks.tensor(param, fn) on each of "
                 "module.parameters()." if isinstance(target, nn.Module) else "")
@@ -262,29 +334,3 @@ def _check_target(kind: str, target: Any) -> None:
     if kind == "post_accumulate_grad" and not target.is_leaf:
         raise ValueError("post-accumulate-grad hooks go on leaf tensors (parameters, or tensors you created "
                          "with requires_grad=True); this one was computed from others. Use hooks.tensor instead.")
-
-
-def _register(kind: str, target: Any, fn: Callable, options: dict[str, Any]) -> RemovableHandle:
-    allowed = {
-        "forward_pre": {"prepend", "with_kwargs"},
-        "forward": {"prepend", "with_kwargs", "always_call"},
-        "backward_pre": {"prepend"},
-        "backward": {"prepend"},
-        "tensor": set(),
-        "post_accumulate_grad": set(),
-    }[kind]
-    unknown = set(options) - allowed
-    if unknown:
-        raise TypeError(f"{kind} hooks take no option {sorted(unknown)}; allowed: {sorted(allowed) or 'none'}.")
-    if kind == "forward_pre":
-        return target.register_forward_pre_hook(fn, **options)
-    if kind == "forward":
-        return target.register_forward_hook(fn, **options)
-    if kind == "backward_pre":
-        return target.register_full_backward_pre_hook(fn, **options)
-    if kind == "backward":
-        return target.register_full_backward_hook(fn, **options)
-    if kind == "tensor":
-        return target.register_hook(fn)
-    assert kind == "post_accumulate_grad" and kind in KINDS
-    return target.register_post_accumulate_grad_hook(fn)

@@ -54,13 +54,6 @@ class HookReport(Table):
         """How many hooks, optionally only of one kind and/or on one module."""
         return sum(1 for m, k, _ in self.rows if (kind is None or k == kind) and (module is None or m == module))
 
-    def by_module(self) -> dict[str, int]:
-        """``{module name: number of hooks}``."""
-        out: dict[str, int] = {}
-        for m, _, _ in self.rows:
-            out[m] = out.get(m, 0) + 1
-        return out
-
     def to_text(self) -> str:
         return super().to_text() if self.rows else "no hooks registered"
 

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import torch
 from matplotlib.figure import Figure
 
-__all__ = ["figure", "to_png", "feature_grid", "bar", "timeline", "show", "compare_bars"]
+__all__ = ["figure", "to_png", "feature_grid", "timeline", "show", "compare_bars"]
 
 
 def figure(size: tuple[float, float] = (5.0, 2.6)) -> Figure:
@@ -48,14 +48,6 @@ def feature_grid(fig: Figure, maps: torch.Tensor, n: int = 16, title: str = "") 
     if title:
         fig.suptitle(title, fontsize=9)
     return fig
-
-
-def bar(ax: Any, labels: Sequence[str], values: Sequence[float], title: str = "", color: str = "#4c72b0") -> Any:
-    """A small labelled bar chart on ``ax``."""
-    ax.bar(range(len(values)), list(values), color=color)
-    ax.set_xticks(range(len(values)), list(labels), rotation=45, ha="right", fontsize=8)
-    ax.set_title(title, fontsize=9)
-    return ax
 
 
 _KIND_COLORS = {"forward_pre": "#8fb8de", "forward": "#1f5f99", "backward_pre": "#f2a37b", "backward": "#b3261e"}

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 from torch import nn
 
-from .hooks import Hooks
+from .hooks import HookOwner, Hooks
 from .selection import select
 
 __all__ = ["Recorder", "Record", "detach"]
@@ -87,7 +87,7 @@ class Record:
         return store[-1]
 
 
-class Recorder:
+class Recorder(HookOwner):
     """Records what chosen modules see, with forward hooks (and tensor hooks for gradients).
 
     Args:
@@ -100,9 +100,10 @@ class Recorder:
         keep: how many calls to keep per module (the newest); ``None`` keeps every call.
         to_cpu: move stored tensors to the CPU.
         clone: copy stored tensors, so later in-place operations cannot change them.
-        name: hooks are owned by ``hooklab.Hooks(name)``; the default name is derived from the
-            model and the selection, so re-running the cell that builds the recorder replaces
-            the old one instead of leaving its hooks behind.
+        name: the recorder's hooks are owned by ``hooklab.Hooks(name)``: building a new recorder
+            with the same name (re-running the cell) removes the older one's hooks. Without a
+            name, two recorders are independent, and the older keeps recording until you call
+            its :meth:`remove` (or leave its ``with`` block).
 
     Stored tensors are always detached: recording never keeps an autograd graph alive.
     Use it as a context manager to remove its hooks afterwards, or call :meth:`remove`.
@@ -134,9 +135,7 @@ class Recorder:
             raise ValueError("no module matched: nothing to record. Check the patterns, type= and where=.")
         self.keep, self.to_cpu, self.clone = keep, to_cpu, clone
         self.records: dict[str, Record] = {n: self._new_record(n) for n in self.modules}
-        default = f"Recorder@{id(model):x}:{patterns}:{type}:{self.what}"
-        self.hooks = Hooks(name or default)
-        self._active = True
+        self.hooks = Hooks(name)
         for module_name, module in self.modules.items():
             self.hooks.forward(module, self._make_hook(self.records[module_name]), key=module_name)
 
@@ -155,7 +154,7 @@ class Recorder:
                 record.outputs.append(detach(output, **opts))
             if want_grad and isinstance(output, torch.Tensor) and output.requires_grad:
                 def store_grad(grad: torch.Tensor) -> None:
-                    if self._active:
+                    if self.active:  # removed between this forward pass and its backward: record nothing
                         record.grads.append(detach(grad, **opts))
                 output.register_hook(store_grad)
 
@@ -189,18 +188,7 @@ class Recorder:
         for record in self.records.values():
             record.clear()
 
-    def remove(self) -> None:
-        """Remove the hooks (what was recorded stays readable)."""
-        self._active = False
-        self.hooks.clear()
-
-    def __enter__(self) -> "Recorder":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
-
     def __repr__(self) -> str:
         calls = sum(r.calls for r in self.records.values())
-        state = "recording" if len(self.hooks) else "removed"
+        state = "recording" if self.active else "removed"
         return f"Recorder({len(self.records)} modules, what={self.what}, keep={self.keep}, {calls} calls, {state})"

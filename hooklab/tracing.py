@@ -74,10 +74,6 @@ class Trace(Sequence[Event]):
         return Trace([e for e in self.events if (kind is None or e.kind == kind)
                       and (phase is None or e.phase == phase) and (module is None or e.module == module)], self.output)
 
-    def modules(self) -> list[str]:
-        """Module names in the order of their events (repeats kept: a reused module shows twice)."""
-        return [e.module for e in self.events]
-
     def table(self) -> Table:
         return Table(["step", "phase", "hook", "module", "type", "shapes"],
                      [[e.step, e.phase, e.kind, e.module, e.type, e.shapes] for e in self.events])

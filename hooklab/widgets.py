@@ -43,7 +43,7 @@ class Panel(W.VBox):
 
     Args:
         title: shown above the controls; also names the panel. Building a panel with a title
-            (or ``name``) already in use closes the older one and removes its hooks, so the cell
+            (or ``name``) already in use removes the older one's hooks and disables its controls, so the cell
             that builds a panel can be re-run safely.
         render: ``render(panel) -> str | dict``, called after every change. Return HTML, or
             ``{label: value}`` rows (shown as a table; ``panel.state()`` returns them too).
@@ -62,7 +62,7 @@ class Panel(W.VBox):
         self.name = name or title
         previous = Panel._open.get(self.name)
         if previous is not None:
-            previous.close_panel()
+            previous.remove()
         Panel._open[self.name] = self
         self._render, self._plot, self._figsize = render, plot, figsize
         self._toggles: dict[str, tuple[W.Checkbox, Hooks, Callable]] = {}
@@ -159,7 +159,7 @@ class Panel(W.VBox):
 
     def _apply(self, name: str) -> None:
         box, hooks, register = self._toggles[name]
-        hooks.clear()
+        hooks.remove()
         if box.value:
             register(hooks, self)
 
@@ -248,10 +248,10 @@ class Panel(W.VBox):
             return "\n".join(f"{k}: {_fmt(v)}" for k, v in self.rows.items())
         return html.unescape(re.sub(r"<[^>]+>", " ", self.view.value)).strip()
 
-    def close_panel(self) -> None:
+    def remove(self) -> None:
         """Remove every hook the panel holds and disable its controls."""
         for box, hooks, _ in self._toggles.values():
-            hooks.clear()
+            hooks.remove()
             box.disabled = True
         for widget in self._inputs.values():
             widget.disabled = True

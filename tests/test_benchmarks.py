@@ -147,7 +147,7 @@ def test_panel_values_cycle_through_every_kind_of_control():
             ("on", 3, 3), ("level", 2, 2), ("mode", 2, 2)]  # in turns: on, level, mode, on, ...
         assert panel.hook_count() == 0
     finally:
-        panel.close_panel()
+        panel.remove()
 
 
 def test_command_line(tmp_path, monkeypatch, capsys):

@@ -41,19 +41,16 @@ def test_same_key_replaces_never_stacks():
     assert layer(torch.ones(2)).tolist() == [2.0, 2.0]
 
 
-def test_default_key_uses_function_name_so_redefining_replaces():
+def test_without_a_key_two_registrations_never_replace_each_other():
+    """Explicit identity: two lambdas (or a function re-defined and registered again) on one module
+    stack up, as with PyTorch's own register_forward_hook; only a key or a named owner replaces."""
     layer = linear()
     hooks = Hooks()
-
-    def hook(module, args, output):
-        return output * 2
-    hooks.forward(layer, hook)
-
-    def hook(module, args, output):  # noqa: F811  (a learner edits and re-runs the cell)
-        return output * 3
-    hooks.forward(layer, hook)
-    assert len(layer._forward_hooks) == 1
-    assert layer(torch.ones(2)).tolist() == [3.0, 3.0]
+    hooks.forward(layer, lambda module, args, output: output * 2)
+    hooks.forward(layer, lambda module, args, output: output * 3)
+    assert len(layer._forward_hooks) == 2 and len(hooks) == 2
+    assert layer(torch.ones(2)).tolist() == [6.0, 6.0]
+    assert len(set(hooks.keys())) == 2
 
 
 def test_different_functions_on_same_module_both_stay():
@@ -83,7 +80,7 @@ def test_with_block_that_raises_leaves_zero_hooks():
     assert len(hooks) == 0
 
 
-def test_named_hooks_replace_the_previous_owner():
+def test_named_hooks_replace_the_previous_owner_and_close_it():
     layer = linear()
     first = Hooks("rerun-test")
     first.forward(layer, double)
@@ -91,16 +88,35 @@ def test_named_hooks_replace_the_previous_owner():
     second.forward(layer, double)
     assert len(layer._forward_hooks) == 1
     assert len(first) == 0 and len(second) == 1
-    second.clear()
+    with pytest.raises(RuntimeError, match="replaced by a newer Hooks"):
+        first.forward(layer, double)  # the old owner is closed: nothing it registers could be cleaned up
+    third = Hooks("rerun-test")
+    assert len(layer._forward_hooks) == 0 and len(third) == 0
 
 
-def test_mapping_target_registers_on_each_module_under_one_key():
+def test_mapping_target_registers_on_each_module_and_one_remove_takes_all():
     model = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 2))
     hooks = Hooks()
+    registration = hooks.forward(hooklab.select(model, type=nn.Linear), double, key="lin")
+    assert len(hooks) == 2 and hooks.keys() == ["lin"] and len(registration.handles) == 2
+    registration.remove()  # the returned object removes every one of them
+    assert hooklab.count_hooks(model) == 0 and len(hooks) == 0 and hooks.keys() == []
     hooks.add("forward", hooklab.select(model, type=nn.Linear), double, key="lin")
-    assert len(hooks) == 2 and hooks.keys() == ["lin"]
-    hooks.remove("lin")
+    hooks.drop("lin")
     assert hooklab.count_hooks(model) == 0
+
+
+def test_a_registration_is_pytorchs_handle_plus_its_owner():
+    layer = linear()
+    hooks = Hooks()
+    registration = hooks.forward(layer, double)
+    [handle] = registration.handles
+    assert isinstance(handle, torch.utils.hooks.RemovableHandle) and handle.id in layer._forward_hooks
+    handle.remove()  # removed behind the owner's back, through PyTorch's own handle
+    assert len(hooks) == 0  # len counts what PyTorch still holds
+    with hooks.forward(layer, double):
+        assert layer(torch.ones(2)).tolist() == [2.0, 2.0]
+    assert len(layer._forward_hooks) == 0
 
 
 def test_forward_pre_single_value_is_wrapped():
@@ -239,23 +255,23 @@ def test_unknown_option_is_rejected():
         Hooks().add("backward", linear(), lambda m, gi, go: None, always_call=True)
 
 
-def test_remove_unknown_key_lists_keys_and_discard_is_quiet():
+def test_drop_unknown_key_lists_the_close_keys():
     hooks = Hooks()
     hooks.forward(linear(), double, key="double")
     with pytest.raises(KeyError, match="'double'"):
-        hooks.remove("doubel")
-    assert hooks.discard("nope") is False
+        hooks.drop("doubel")
     assert "double" in hooks and list(hooks) == ["double"]
-    hooks.remove("double")
+    hooks.drop("double")
     assert len(hooks) == 0
 
 
 def test_repr_is_readable():
     hooks = Hooks("repr-demo")
     assert repr(hooks) == "Hooks('repr-demo'): no hooks"
-    hooks.forward(linear(), double, key="x2")
+    layer = linear()
+    hooks.forward(layer, double, key="x2")
     assert repr(hooks) == "Hooks('repr-demo'): 1 hook\n  'x2': forward hook double on Linear"
-    hooks.clear()
+    hooks.remove()
 
 
 def test_failed_registration_leaves_nothing_behind():

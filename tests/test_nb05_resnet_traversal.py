@@ -84,13 +84,13 @@ def test_layer_figure_draws_every_kind_of_output(shape, recwarn):
     lab.layer_figure(figure(), torch.zeros(shape))  # constant output: no error
 
 
-def test_torch_threads_restores_the_thread_count_also_on_error():
+def test_threads_restores_the_thread_count_also_on_error():
     before = torch.get_num_threads()
-    with lab.torch_threads(1):
+    with hooklab.course.data.threads(1):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
     with pytest.raises(RuntimeError):
-        with lab.torch_threads(1):
+        with hooklab.course.data.threads(1):
             raise RuntimeError("boom")
     assert torch.get_num_threads() == before
 

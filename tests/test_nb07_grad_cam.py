@@ -75,18 +75,11 @@ def test_gradcam_unknown_layer_and_replacing():
     assert hooklab.count_hooks(model) == 0
 
 
-def test_peaks_and_tolerance():
+def test_peak_positions():
     cams = torch.zeros(2, 5, 5)
     cams[0, 1, 3] = 1.0
     cams[1, 4, 0] = 1.0
-    masks = torch.zeros(2, 5, 5, dtype=torch.bool)
-    masks[0, 1, 3] = True
-    masks[1, 3, 1] = True  # diagonal neighbour of the peak
     assert gradcam.peak_positions(cams).tolist() == [[1, 3], [4, 0]]
-    assert gradcam.peak_inside(cams, masks).tolist() == [True, False]
-    assert gradcam.peak_inside(cams, masks, tolerance=1).tolist() == [True, True]
-    with pytest.raises(ValueError):
-        gradcam.peak_inside(cams, masks[:1])
 
 
 def test_peak_distance():
@@ -100,7 +93,6 @@ def test_peak_distance():
     masks[1, 0, 4] = True  # farther away: the nearest pixel counts
     assert gradcam.peak_distance(cams, masks).tolist()[:2] == [0.0, pytest.approx(2 ** 0.5)]
     assert gradcam.peak_distance(cams, masks)[2] == float("inf")  # empty mask
-    assert ((gradcam.peak_distance(cams, masks) == 0) == gradcam.peak_inside(cams, masks)).all()
     with pytest.raises(ValueError):
         gradcam.peak_distance(cams, masks[:1])
 

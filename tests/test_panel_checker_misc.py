@@ -37,7 +37,7 @@ def test_panel_driven_from_code_registers_and_removes():
     assert hooklab.count_hooks(layer) == 0
     assert panel.text == "output: 1"
     assert "<td><code>1</code></td>" in panel.view.value
-    panel.close_panel()
+    panel.remove()
 
 
 def test_1000_flips_leave_zero_or_one_hook():
@@ -50,7 +50,7 @@ def test_1000_flips_leave_zero_or_one_hook():
     assert box.value is False and hooklab.count_hooks(layer) == 0
     box.value = True
     assert hooklab.count_hooks(layer) == 1
-    panel.close_panel()
+    panel.remove()
     assert hooklab.count_hooks(layer) == 0
 
 
@@ -63,7 +63,7 @@ def test_rebuilding_a_panel_with_the_same_title_closes_the_old_one():
     assert old.children[1].children[0].disabled
     new.set(scale=True)
     assert hooklab.count_hooks(layer) == 1
-    new.close_panel()
+    new.remove()
 
 
 def test_panel_errors_show_in_view_and_raise_from_set():
@@ -77,7 +77,7 @@ def test_panel_errors_show_in_view_and_raise_from_set():
         panel.set(nope=1)
     with pytest.raises(ValueError, match="already has a control"):
         panel.toggle("bad", lambda hooks, p: None)
-    panel.close_panel()
+    panel.remove()
 
 
 def test_panel_with_plot_dropdown_and_html_view():
@@ -85,7 +85,7 @@ def test_panel_with_plot_dropdown_and_html_view():
 
     def plot(p, fig):
         ax = fig.add_subplot()
-        hooklab.plots.bar(ax, ["a", "b"], [1, 2], title=p.values["which"])
+        ax.bar([0, 1], [1, 2]); ax.set_title(p.values["which"])
         calls.append(p.values["which"])
 
     panel = hooklab.Panel("plot", lambda p: f"<p>{p.values['which']}</p>", plot=plot)
@@ -96,7 +96,7 @@ def test_panel_with_plot_dropdown_and_html_view():
     assert panel.last_update_ms > 0 and panel.updates == 1  # built lazily: only the set() rendered
     bundle = panel._repr_mimebundle_()
     assert "a live panel" in bundle["text/html"] and bundle["text/plain"] == "<hooklab Panel 'plot': which>"
-    panel.close_panel()
+    panel.remove()
 
 
 def test_panel_initially_ticked_toggle():
@@ -104,7 +104,7 @@ def test_panel_initially_ticked_toggle():
     panel = hooklab.Panel("ticked", lambda p: {"output": layer(torch.ones(1)).item()})
     panel.toggle("x10", lambda hooks, p: hooks.forward(layer, lambda m, a, out: out * 10), value=True)
     assert panel.rows["output"] == 10.0
-    panel.close_panel()
+    panel.remove()
 
 
 # ---------------------------------------------------------------- checker
@@ -179,8 +179,9 @@ def test_callbacks_order_handles_and_context():
     assert len(cbs) == 1
     with pytest.raises(TypeError, match="no parentheses"):
         cbs.register(None)
-    cbs.clear()
-    assert len(cbs) == 0 and repr(cbs) == "Callbacks([])"
+    assert isinstance(h1, torch.utils.hooks.RemovableHandle)  # PyTorch's own handle class
+    h1.remove()  # removing twice is harmless
+    assert len(cbs) == 1 and repr(cbs).startswith("Callbacks([")
 
 
 # ---------------------------------------------------------------- data and plots
@@ -224,7 +225,7 @@ def test_panel_renders_once_when_shown_not_once_per_control():
     assert len(calls) == 3 and calls[-1] == {"a": True, "b": True, "c": True, "d": False, "e": False, "s": 0.9}
     panel.set(b=True)  # nothing changes: no render
     assert len(calls) == 3
-    panel.close_panel()
+    panel.remove()
 
 
 def test_panel_set_registers_each_ticked_hook_once_and_rejects_unknown_names_before_changing_anything():
@@ -239,5 +240,5 @@ def test_panel_set_registers_each_ticked_hook_once_and_rejects_unknown_names_bef
     with pytest.raises(KeyError, match="no control 'nope'"):
         panel.set(factor=1.0, nope=1)
     assert panel.values["factor"] == 3.0 and registered == [3.0]
-    panel.close_panel()
+    panel.remove()
     assert hooklab.count_hooks(layer) == 0

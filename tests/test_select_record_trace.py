@@ -113,12 +113,20 @@ def test_recorder_to_cpu_and_default_leaves():
     assert all(t.device.type == "cpu" for t in rec.outputs().values())
 
 
-def test_recorder_rebuilt_with_same_selection_replaces_old_hooks():
+def test_a_named_recorder_rebuilt_replaces_the_old_one_and_unnamed_ones_are_independent():
     model = net()
-    for _ in range(3):  # re-running the cell
-        rec = hooklab.Recorder(model, "2")
+    for _ in range(3):  # re-running a cell that builds a named recorder
+        rec = hooklab.Recorder(model, "2", name="rerun")
     assert hooklab.count_hooks(model) == 1
     rec.remove()
+    first = hooklab.Recorder(model, "2")
+    second = hooklab.Recorder(model, "2")  # the same selection, no name: a second, independent recorder
+    model(torch.ones(1, 4))
+    assert hooklab.count_hooks(model) == 2 and first["2"].calls == 1 and second["2"].calls == 1
+    first.remove()
+    model(torch.ones(1, 4))
+    assert first["2"].calls == 1 and second["2"].calls == 2
+    second.remove()
 
 
 def test_recorder_bad_arguments():
@@ -218,7 +226,7 @@ def test_registered_hooks_per_module_and_global():
         assert report.count() == 3
         assert report.count(module="(model)", kind="backward") == 1
         assert report.count(module="(global)") == 1
-        assert report.by_module() == {"2": 1, "(model)": 1, "(global)": 1}
+        assert report.count(module="2") == 1 and report.count(module="(model)") == 1 and report.count(module="(global)") == 1
         assert "forward" in str(report)
         assert hooklab.count_hooks(model, include_global=False) == 2
     finally:

@@ -1,33 +1,86 @@
-"""Small models, data and the sample photo: everything offline, nothing downloaded."""
+"""What several notebooks share: a small seeded model, the sample photo, thread pinning.
+
+Everything offline, nothing downloaded.
+"""
 
 from __future__ import annotations
 
-import random
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
 
 import torch
 from torch import nn
 
-__all__ = ["seed", "tiny_mlp", "sample_photo"]
+__all__ = ["seeded", "tiny_mlp", "sample_photo", "threads", "IMAGENET_MEAN", "IMAGENET_STD"]
+
+#: The per-channel mean and std that torchvision's ImageNet models expect (RGB).
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+T = TypeVar("T")
 
 
-def seed(value: int = 0) -> None:
-    """Seed Python's and PyTorch's random generators (same numbers on every run)."""
-    random.seed(value)
-    torch.manual_seed(value)
+def seeded(seed: int | None, build: Callable[[], T]) -> T:
+    """``build()`` with PyTorch's global generator seeded by ``seed``, without changing the
+    generator's state for the caller (``torch.random.fork_rng``): building a model here leaves the
+    random numbers of the notebook's own cells as they were. ``seed=None``: no seeding.
+
+    >>> a = seeded(0, lambda: torch.randn(2)); b = seeded(0, lambda: torch.randn(2))
+    >>> torch.equal(a, b)
+    True
+    """
+    if seed is None:
+        return build()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build()
 
 
-def tiny_mlp(sizes: tuple[int, ...] = (4, 8, 3), *, seed_value: int | None = 0) -> nn.Sequential:
-    """``Linear -> ReLU -> ... -> Linear`` with the given layer sizes, seeded for repeatable weights."""
+def tiny_mlp(sizes: tuple[int, ...] = (4, 8, 3), *, seed: int | None = 0) -> nn.Sequential:
+    """``Linear -> ReLU -> ... -> Linear`` with the given layer sizes, seeded for repeatable weights.
+
+    >>> tiny_mlp((3, 4, 2))
+    Sequential(
+      (0): Linear(in_features=3, out_features=4, bias=True)
+      (1): ReLU()
+      (2): Linear(in_features=4, out_features=2, bias=True)
+    )
+    """
     if len(sizes) < 2:
         raise ValueError(f"sizes needs at least an input and an output size, got {sizes}.")
-    if seed_value is not None:
-        torch.manual_seed(seed_value)
-    layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-        layers.append(nn.Linear(a, b))
-        if i < len(sizes) - 2:
-            layers.append(nn.ReLU())
-    return nn.Sequential(*layers)
+
+    def build() -> nn.Sequential:
+        layers: list[nn.Module] = []
+        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+            layers.append(nn.Linear(a, b))
+            if i < len(sizes) - 2:
+                layers.append(nn.ReLU())
+        return nn.Sequential(*layers)
+
+    return seeded(seed, build)
+
+
+@contextmanager
+def threads(n: int | None) -> Iterator[None]:
+    """Run the block with ``n`` PyTorch CPU threads (``None``: leave the setting alone), then
+    restore the previous number.
+
+    One thread is what the notebooks train with (float sums then add up in the same order on every
+    run) and what a live panel computes with: on a machine whose cores are busy, two threads
+    waiting for each other make one small pass many times slower, while one thread is hardly
+    slower than two on an idle machine.
+
+    >>> with threads(1):
+    ...     torch.get_num_threads()
+    1
+    """
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def sample_photo(size: int = 224) -> torch.Tensor:
@@ -45,6 +98,6 @@ def sample_photo(size: int = 224) -> torch.Tensor:
     img = img.crop((left, top, left + side, top + side)).resize((size, size), Image.Resampling.BILINEAR)
     x = torch.frombuffer(bytearray(img.tobytes()), dtype=torch.uint8).reshape(size, size, 3)
     x = x.permute(2, 0, 1).float().div(255)
-    mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
-    std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
+    mean = torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
+    std = torch.tensor(IMAGENET_STD).view(3, 1, 1)
     return ((x - mean) / std).unsqueeze(0)

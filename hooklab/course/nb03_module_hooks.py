@@ -31,9 +31,10 @@ from torch import nn
 
 from .._signature import check_hook_signature
 from ..checker import Exercise, Mistake, expect_close
+from .data import seeded, tiny_mlp
 
 
-def lab_model(sizes: tuple[int, ...] = (3, 4, 4, 2), *, seed_value: int = 19) -> nn.Sequential:
+def lab_model(sizes: tuple[int, ...] = (3, 4, 4, 2), *, seed: int = 19) -> nn.Sequential:
     """``Linear -> ReLU -> Linear -> ReLU -> Linear`` with seeded weights (the live lab's model).
 
     The default seed gives weights for which every ReLU unit is active for the lab's input
@@ -42,12 +43,10 @@ def lab_model(sizes: tuple[int, ...] = (3, 4, 4, 2), *, seed_value: int = 19) ->
     >>> [type(m).__name__ for m in lab_model()]
     ['Linear', 'ReLU', 'Linear', 'ReLU', 'Linear']
     """
-    from .data import tiny_mlp
-
-    return tiny_mlp(sizes, seed_value=seed_value)
+    return tiny_mlp(sizes, seed=seed)
 
 
-def small_cnn(*, seed_value: int = 0) -> nn.Sequential:
+def small_cnn(*, seed: int = 0) -> nn.Sequential:
     """A small convolutional network with two ``Conv2d`` layers, for ``[N, 1, H, W]`` images.
 
     ``Conv2d(1, 4) -> ReLU -> Conv2d(4, 8) -> ReLU -> AdaptiveAvgPool2d(1) -> Flatten -> Linear(8, 2)``,
@@ -56,12 +55,11 @@ def small_cnn(*, seed_value: int = 0) -> nn.Sequential:
     >>> small_cnn()(torch.ones(1, 1, 6, 6)).shape
     torch.Size([1, 2])
     """
-    torch.manual_seed(seed_value)
-    return nn.Sequential(
+    return seeded(seed, lambda: nn.Sequential(
         nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(),
         nn.Conv2d(4, 8, 3, padding=1), nn.ReLU(),
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 2),
-    )
+    ))
 
 
 @dataclass(frozen=True)
@@ -181,9 +179,7 @@ def solution_add_dropout_after_relus(module):
 
 def _relu_case() -> tuple[nn.Sequential, torch.Tensor]:
     """A seeded CNN (two ReLUs) and a batch of images."""
-    model = small_cnn(seed_value=3)
-    torch.manual_seed(4)
-    return model, torch.randn(8, 1, 8, 8)
+    return small_cnn(seed=3), seeded(4, lambda: torch.randn(8, 1, 8, 8))
 
 
 def _check_one_argument(fn: Callable) -> None:
@@ -239,8 +235,7 @@ def _probe(fn: Callable, training: bool) -> list[tuple[torch.Tensor, torch.Tenso
         hooks = list(relu._forward_hooks.values())
         relu.register_forward_hook(
             lambda module, args, output, hooks=hooks: seen.append((F.relu(args[0]).detach(), output, hooks)))
-    torch.manual_seed(0)
-    model(images)
+    seeded(0, lambda: model(images))  # the same dropout masks every time; the notebook's generator left alone
     return seen
 
 
@@ -249,8 +244,7 @@ def _check_returns_new_output(fn: Callable) -> None:
     for plain, out, hooks in seen:
         for hook in hooks:
             given = plain.clone()
-            torch.manual_seed(0)
-            result = hook(nn.ReLU().train(), (plain,), given)
+            result = seeded(0, lambda: hook(nn.ReLU().train(), (plain,), given))
             if result is None and not torch.equal(given, plain):
                 raise Mistake("your hook returns None and changes the output in place (inplace=True or "
                               "`output[...] = ...`). Return the new output instead: `return F.dropout(output, "
@@ -315,10 +309,7 @@ def solution_halve_input_grad(module, grad_input, grad_output):
 
 
 def _linear_case() -> tuple[nn.Linear, torch.Tensor]:
-    torch.manual_seed(4)
-    layer = nn.Linear(3, 2)
-    x = torch.randn(2, 3, requires_grad=True)
-    return layer, x
+    return seeded(4, lambda: (nn.Linear(3, 2), torch.randn(2, 3, requires_grad=True)))
 
 
 def _grads(fn: Callable | None) -> tuple[torch.Tensor, torch.Tensor]:

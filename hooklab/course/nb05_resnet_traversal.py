@@ -32,14 +32,14 @@ Save outputs by name: all 5 checks passed
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
 
 from .._signature import check_hook_signature
 from .._table import Table
+from .data import IMAGENET_MEAN, IMAGENET_STD, seeded, threads
 from ..checker import Exercise, Mistake
 from ..hooks import Hooks
 from ..inspection import count_hooks
@@ -124,8 +124,8 @@ def photo_image(x: torch.Tensor) -> torch.Tensor:
     """
     if x.dim() == 4:
         x = x[0]
-    mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
-    std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
+    mean = torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
+    std = torch.tensor(IMAGENET_STD).view(3, 1, 1)
     return (x.detach() * std + mean).clamp(0, 1).permute(1, 2, 0)
 
 
@@ -140,32 +140,12 @@ def top_logits(logits: torch.Tensor, k: int = 3, digits: int = 4) -> list[tuple[
     return [(int(i), sig(v, digits)) for v, i in zip(values.tolist(), indices.tolist())]
 
 
-@contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """Run the block with PyTorch using ``n`` CPU threads, then restore the previous number.
-
-    A live panel runs one small forward pass per click. On a machine whose cores are busy with
-    other work, two threads waiting for each other make that pass many times slower, while one
-    thread is hardly slower than two on an idle machine: so the panel uses one.
-
-    >>> with torch_threads(1):
-    ...     torch.get_num_threads()
-    1
-    """
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def layer_figure(fig: Any, output: torch.Tensor, title: str = "") -> Any:
     """Draw a layer's output on ``fig``: a histogram of its values, and its first 16 feature maps
     as one tiled image (or, for an output without spatial size, its first 256 values as a line).
 
     Built for speed (a live panel redraws it on every change): no layout engine, one image, and
-    the tensor work on one CPU thread (see :func:`torch_threads`).
+    the tensor work on one CPU thread (see :func:`hooklab.course.data.threads`).
 
     >>> from hooklab.plots import figure
     >>> len(layer_figure(figure(), torch.rand(1, 4, 8, 8), "conv1").axes)
@@ -175,7 +155,7 @@ def layer_figure(fig: Any, output: torch.Tensor, title: str = "") -> Any:
         fig.set_layout_engine(None)  # a layout engine makes savefig draw the figure twice
     ax_hist, ax_maps = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1], "left": 0.06, "right": 0.98,
                                                        "bottom": 0.12, "top": 0.88, "wspace": 0.12})
-    with torch_threads(1):
+    with threads(1):
         values = output.detach().float().flatten()
         lo, hi = values.min().item(), values.max().item()
         if hi <= lo:
@@ -207,9 +187,8 @@ def layer_figure(fig: Any, output: torch.Tensor, title: str = "") -> Any:
 # ---------------------------------------------------------------- small models the checks run
 def _stem() -> nn.Sequential:
     """conv -> bn -> in-place ReLU -> pool -> flatten -> linear, like the start and end of a ResNet."""
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(inplace=True),
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3)).eval()
+    return seeded(0, lambda: nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(inplace=True),
+                                           nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3)).eval())
 
 
 class _Block(nn.Module):
@@ -228,8 +207,7 @@ class _Block(nn.Module):
 
 def _blocks() -> nn.Sequential:
     """Blocks that are not ``nn.Sequential``, one of them inside a ``Sequential``."""
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(3, 4), _Block(4), nn.Sequential(_Block(4), nn.Linear(4, 2)))
+    return seeded(0, lambda: nn.Sequential(nn.Linear(3, 4), _Block(4), nn.Sequential(_Block(4), nn.Linear(4, 2))))
 
 
 def _names(model: nn.Module) -> dict[nn.Module, str]:

@@ -43,7 +43,7 @@ from torch import nn
 from .._signature import check_hook_signature
 from .._table import Table
 from ..checker import Exercise, Mistake
-from ..hooks import Hooks
+from ..hooks import HookOwner, Hooks
 from ..portable import approx
 from ..selection import select
 
@@ -93,7 +93,7 @@ class LayerStats:
                 (("mean", self.mean), ("std", self.std), ("zeros", self.zeros), ("dead", self.dead))}
 
 
-class ActivationStats:
+class ActivationStats(HookOwner):
     """Forward hooks that record per-step statistics of chosen layers' outputs.
 
     Args:
@@ -103,8 +103,9 @@ class ActivationStats:
             (values above land in the last bin).
         training_only: record only while the layer is in training mode, so evaluating the model
             (``model.eval()``) does not add steps.
-        name: the owning :class:`hooklab.Hooks` name; re-creating an ``ActivationStats`` with the
-            same name (the default is derived from the model) removes the older one's hooks.
+        name: the owning :class:`hooklab.Hooks` name: a new ``ActivationStats`` with the same
+            name (re-running the cell) removes the older one's hooks. Without a name, two are
+            independent.
 
     ``stats["relu2"].dead`` is the list of dead-unit shares, one per step. Use it as a context
     manager, or call :meth:`remove`.
@@ -117,7 +118,7 @@ class ActivationStats:
             raise ValueError("no layer matched: nothing to record.")
         self.bins, self.hist_max, self.training_only = bins, hist_max, training_only
         self.layers: dict[str, LayerStats] = {n: LayerStats(n) for n in self.modules}
-        self.hooks = Hooks(name or f"ActivationStats@{id(model):x}")
+        self.hooks = Hooks(name)
         for layer_name, module in self.modules.items():
             self.hooks.forward(module, self._make_hook(self.layers[layer_name]), key=layer_name)
 
@@ -162,23 +163,13 @@ class ActivationStats:
         for s in self.layers.values():
             s.clear()
 
-    def remove(self) -> None:
-        """Remove the hooks (the statistics stay readable)."""
-        self.hooks.clear()
-
-    def __enter__(self) -> "ActivationStats":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
-
     def __repr__(self) -> str:
         steps = max((len(s) for s in self.layers.values()), default=0)
-        state = "recording" if len(self.hooks) else "removed"
+        state = "recording" if self.active else "removed"
         return f"ActivationStats({list(self.layers)}, {steps} steps, {state})"
 
 
-class GradNorms:
+class GradNorms(HookOwner):
     """Post-accumulate-grad hooks on the weights of chosen layers: the gradient norm after every
     backward pass, per layer (``norms["conv1"]`` is a list of floats, one per step).
 
@@ -196,7 +187,7 @@ class GradNorms:
         if not self.modules:
             raise ValueError("no selected layer has a weight: nothing to record.")
         self.norms: dict[str, list[float]] = {n: [] for n in self.modules}
-        self.hooks = Hooks(name or f"GradNorms@{id(model):x}")
+        self.hooks = Hooks(name)
         for layer_name, module in self.modules.items():
             self.hooks.post_accumulate_grad(module.weight, self._make_hook(self.norms[layer_name]), key=layer_name)
 
@@ -210,16 +201,6 @@ class GradNorms:
         """Forget every recorded step; keep recording."""
         for values in self.norms.values():
             values.clear()
-
-    def remove(self) -> None:
-        """Remove the hooks (the norms stay readable)."""
-        self.hooks.clear()
-
-    def __enter__(self) -> "GradNorms":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
 
     def __repr__(self) -> str:
         steps = max((len(v) for v in self.norms.values()), default=0)

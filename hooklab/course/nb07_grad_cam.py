@@ -36,9 +36,10 @@ from torch import nn
 
 from .._signature import check_hook_signature
 from ..checker import Exercise, Mistake
-from ..hooks import Hooks
+from ..hooks import HookOwner, Hooks
 from ..portable import approx
 from ..selection import module as find_module
+from .data import seeded, threads
 
 if TYPE_CHECKING:
     from .shapes import Shapes
@@ -69,14 +70,14 @@ def cam_from(activations: torch.Tensor, gradients: torch.Tensor, size: Sequence[
     return cam / top
 
 
-class GradCAM:
+class GradCAM(HookOwner):
     """Grad-CAM on one layer of ``model``, by a forward hook plus a tensor hook.
 
     Args:
         model: the model (put in eval mode while computing, its mode restored afterwards).
         layer: the layer's name (``"relu3"``); ``KeyError`` with the closest names if unknown.
-        name: the owning :class:`hooklab.Hooks` name; building a new ``GradCAM`` with the same name
-            (the default is derived from the model) removes the older one's hook.
+        name: the owning :class:`hooklab.Hooks` name: a new ``GradCAM`` with the same name
+            (re-running the cell) removes the older one's hook. Without a name, two are independent.
         threads: CPU threads for each pass (``None``: torch's setting). ``threads=1`` is the fastest
             for one small image, above all on a busy machine, where waking a second thread can cost
             more than the whole pass: use it in a live panel. Torch's setting is restored afterwards.
@@ -93,7 +94,7 @@ class GradCAM:
         self.activations: torch.Tensor | None = None
         self.gradients: torch.Tensor | None = None
         self.logits: torch.Tensor | None = None
-        self.hooks = Hooks(name or f"GradCAM@{id(model):x}")
+        self.hooks = Hooks(name)
         self.hooks.forward(self.module, self._save_output, key="forward")
 
     def _save_output(self, module: nn.Module, args: tuple, output: torch.Tensor) -> None:
@@ -105,13 +106,11 @@ class GradCAM:
         self.gradients = grad.detach().clone()
 
     def __call__(self, images: torch.Tensor, target: int | Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
-        was_training, old_threads = self.model.training, torch.get_num_threads()
+        was_training = self.model.training
         self.model.eval()
         self.gradients = None
-        if self.threads is not None:
-            torch.set_num_threads(self.threads)
         try:
-            with torch.enable_grad():
+            with threads(self.threads), torch.enable_grad():
                 logits = self.model(images)
                 if target is None:
                     target_t = logits.argmax(dim=1)
@@ -123,25 +122,14 @@ class GradCAM:
         finally:
             self.model.zero_grad(set_to_none=True)  # leave no parameter gradients behind
             self.model.train(was_training)
-            torch.set_num_threads(old_threads)
         self.logits = logits.detach()
         if self.gradients is None or self.activations is None:
             raise RuntimeError(f"the hooks on {self.layer!r} saw no gradient: is the layer on the path from the "
                                "input to the output, and does its output require grad?")
         return cam_from(self.activations, self.gradients, images.shape[-2:])
 
-    def remove(self) -> None:
-        """Remove the forward hook (the tensor hooks die with their graph)."""
-        self.hooks.clear()
-
-    def __enter__(self) -> "GradCAM":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
-
     def __repr__(self) -> str:
-        return f"GradCAM(layer={self.layer!r}, {'hooked' if len(self.hooks) else 'removed'})"
+        return f"GradCAM(layer={self.layer!r}, {'hooked' if self.active else 'removed'})"
 
 
 def peak_positions(cams: torch.Tensor) -> torch.Tensor:
@@ -153,24 +141,6 @@ def peak_positions(cams: torch.Tensor) -> torch.Tensor:
     flat = cams.flatten(1).argmax(dim=1)
     width = cams.shape[-1]
     return torch.stack([flat // width, flat % width], dim=1)
-
-
-def peak_inside(cams: torch.Tensor, masks: torch.Tensor, tolerance: int = 0) -> torch.Tensor:
-    """For each heat map, whether its maximum lies on a pixel of the mask (``[N]`` bool).
-
-    ``tolerance=k`` grows each mask by ``k`` pixels in every direction first (a heat map computed
-    at a coarser resolution than the image cannot place its peak more precisely than that).
-
-    >>> cams, masks = torch.tensor([[[0.0, 1.0, 0.0]]]), torch.tensor([[[True, False, False]]])
-    >>> peak_inside(cams, masks).tolist(), peak_inside(cams, masks, tolerance=1).tolist()
-    ([False], [True])
-    """
-    if cams.shape != masks.shape:
-        raise ValueError(f"heat maps {list(cams.shape)} and masks {list(masks.shape)} must have the same shape.")
-    if tolerance > 0:
-        masks = F.max_pool2d(masks.float().unsqueeze(1), 2 * tolerance + 1, 1, tolerance).squeeze(1) > 0
-    rc = peak_positions(cams)
-    return masks[torch.arange(len(masks)), rc[:, 0], rc[:, 1]]
 
 
 def peak_distance(cams: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
@@ -419,10 +389,8 @@ def make_cam_hook(saved):
 
 
 def _tiny() -> tuple[nn.Sequential, torch.Tensor]:
-    torch.manual_seed(5)
-    model = nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.ReLU(inplace=True))
-    x = torch.randn(2, 1, 5, 5)
-    return model, x
+    return seeded(5, lambda: (nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.ReLU(inplace=True)),
+                              torch.randn(2, 1, 5, 5)))
 
 
 def _run_hook(make: Callable) -> tuple[dict, torch.Tensor, torch.Tensor, object]:

@@ -11,8 +11,7 @@ same accuracy on every run.
   *pattern inside*, the outline says nothing about it. Notebook 07 uses it, with the masks, to
   check where Grad-CAM looks.
 * :func:`tiny_cnn` is ``conv -> ReLU -> pool`` three times, a global average pool and one linear layer.
-* :func:`train` trains it with Adam; ``on_step`` (a :class:`hooklab.Callbacks`) is called after every
-  step, so training diagnostics can read what the hooks recorded.
+* :func:`train` trains it with Adam and cross-entropy (hooks on the model see every step).
 * :func:`trained_model` trains once per process and caches the result (the same weights every time).
 
 >>> import hooklab.course.shapes as shapes
@@ -36,7 +35,8 @@ from typing import Any, Callable, Iterator
 import torch
 from torch import nn
 
-from ..callbacks import Callbacks
+from .data import seeded
+from .data import threads as data_threads
 
 __all__ = ["SEED", "CLASSES", "PATTERNS", "Shapes", "make_shapes", "make_patterns", "tiny_cnn", "init_weights", "INITS",
            "TrainResult", "train", "accuracy", "KINDS", "trained_model", "default_data", "plot_examples"]
@@ -185,15 +185,13 @@ def tiny_cnn(*, width: int = 16, seed: int | None = 0, inplace: bool = False) ->
     >>> [name for name, _ in model.named_children()][:3]
     ['conv1', 'relu1', 'pool1']
     """
-    if seed is not None:
-        torch.manual_seed(seed)
     w = width
-    return nn.Sequential(OrderedDict([
+    return seeded(seed, lambda: nn.Sequential(OrderedDict([
         ("conv1", nn.Conv2d(1, w // 2, 3, padding=1)), ("relu1", nn.ReLU(inplace=inplace)), ("pool1", nn.MaxPool2d(2)),
         ("conv2", nn.Conv2d(w // 2, w, 3, padding=1)), ("relu2", nn.ReLU(inplace=inplace)), ("pool2", nn.MaxPool2d(2)),
         ("conv3", nn.Conv2d(w, 2 * w, 3, padding=1)), ("relu3", nn.ReLU(inplace=inplace)),
         ("gap", nn.AdaptiveAvgPool2d(1)), ("flatten", nn.Flatten()), ("fc", nn.Linear(2 * w, len(CLASSES))),
-    ]))
+    ])))
 
 
 #: Weight initialisations :func:`init_weights` knows: the good one and two bad ones.
@@ -236,11 +234,13 @@ def accuracy(model: nn.Module, data: Shapes, batch_size: int = 512) -> float:
     was_training = model.training
     model.eval()
     correct = 0
-    with torch.no_grad():
-        for start in range(0, len(data), batch_size):
-            logits = model(data.images[start:start + batch_size])
-            correct += int((logits.argmax(1) == data.labels[start:start + batch_size]).sum())
-    model.train(was_training)
+    try:
+        with torch.no_grad():
+            for start in range(0, len(data), batch_size):
+                logits = model(data.images[start:start + batch_size])
+                correct += int((logits.argmax(1) == data.labels[start:start + batch_size]).sum())
+    finally:
+        model.train(was_training)
     return correct / len(data)
 
 
@@ -265,20 +265,6 @@ def _batches(n: int, batch_size: int, epochs: int, seed: int) -> Iterator[torch.
             yield order[start:start + batch_size]
 
 
-class _Threads:
-    """Fix the number of CPU threads while training (float sums then add up in the same order)."""
-
-    def __init__(self, n: int | None) -> None:
-        self.n, self.old = n, torch.get_num_threads()
-
-    def __enter__(self) -> None:
-        if self.n is not None:
-            torch.set_num_threads(self.n)
-
-    def __exit__(self, *exc: object) -> None:
-        torch.set_num_threads(self.old)
-
-
 def train(
     model: nn.Module,
     data: Shapes,
@@ -289,7 +275,6 @@ def train(
     batch_size: int = 32,
     max_steps: int | None = None,
     seed: int = 0,
-    on_step: Callbacks | Callable[[int, float], None] | None = None,
     threads: int | None = 1,
 ) -> TrainResult:
     """Train ``model`` on ``data`` with Adam and cross-entropy; return a :class:`TrainResult`.
@@ -297,8 +282,6 @@ def train(
     Args:
         epochs, lr, batch_size: the usual; ``max_steps`` stops early after that many steps.
         seed: fixes the order of the batches.
-        on_step: called as ``on_step(step, loss)`` after every optimizer step (a function or a
-            :class:`hooklab.Callbacks`); hooks on the model have fired for that step by then.
         threads: CPU threads used while training (fixed, so every run gives the same numbers;
             one thread is also the fastest for a model this small on a busy machine).
 
@@ -310,7 +293,7 @@ def train(
     loss_fn = nn.CrossEntropyLoss()
     result = TrainResult(model)
     model.train()
-    with _Threads(threads):
+    with data_threads(threads):
         for step, idx in enumerate(_batches(len(data), batch_size, epochs, seed)):
             if max_steps is not None and step >= max_steps:
                 break
@@ -320,8 +303,6 @@ def train(
             opt.step()
             value = loss.item()
             result.losses.append(value if math.isfinite(value) else float("nan"))
-            if on_step is not None:
-                on_step(step, value)
         if test is not None:
             result.test_accuracy = accuracy(model, test)
     return result
