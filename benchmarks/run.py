@@ -188,6 +188,26 @@ def _ms(v: float | None) -> str:
 
 
 def markdown(results: dict[str, Any]) -> str:
+    """RESULTS.md: the machine, the floors, then one section per part that was run."""
+    lines = _md_header(results)
+    sections = [("overhead", _md_overhead), ("memory", _md_memory), ("models", None), ("portability", None),
+                ("notebooks", _md_notebooks)]
+    for name, render in sections:
+        if name not in results:
+            continue
+        if render is None:
+            from importlib import import_module
+            render = import_module(f"benchmarks.{name}").markdown
+        lines += render(results[name])
+    mode = results["mode"]
+    lines += ["", "Raw figures: `benchmarks/out/results" + ("-quick" if mode == "quick" else "") + ".json` "
+              "(not committed). How to run: `python3 dev.py bench` (a few minutes; run it on a quiet machine), "
+              "`python3 dev.py bench --quick` (under a minute)."]
+    return "\n".join(lines) + "\n"
+
+
+def _md_header(results: dict[str, Any]) -> list[str]:
+    """The title, the machine, and the table of floors."""
     m = results["machine"]
     mode = results["mode"]
     lines = [
@@ -211,125 +231,123 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     for name, measured, ok in floors(results):
         lines.append(f"| {name} | {measured} | {'yes' if ok else '**no**'} |")
+    return lines
 
-    if "overhead" in results:
-        o = results["overhead"]
-        lines += [
-            "",
-            "## Hook overhead",
-            "",
-            f"{o['model']}; hooks on all {o['modules_hooked']} submodules. {o['reps']} repetitions, interleaved "
-            f"(each repetition runs every variant once, in a shuffled order), {o['forwards']} timed forward "
-            "pass(es) per variant per repetition. Ratios are of medians.",
-            "",
-            "| variant | median ms / forward | min ms | × no hooks | × hand-written detach |",
-            "| --- | --- | --- | --- | --- |",
-        ]
-        for n, v in o["steady_ms"].items():
-            lines.append(f"| {n} | {v:.2f} | {o['steady_min_ms'][n]:.2f} | {o['steady_vs_no_hooks'][n]:.3f} | "
-                         f"{o['steady_vs_hand_written'][n]:.3f} |")
-        lines += [
-            "",
-            f"The floor compares like with like: `Recorder(clone=False)` and the hand-written hooks both store "
-            f"each module's detached output without copying it (ratio of medians {o['floor']['ratio']:.3f}, "
-            f"of minimums {o['floor_ratio_of_minimums']:.3f}). The default `Recorder` also clones each output, "
-            "so that a later in-place operation (resnet's `ReLU(inplace=True)`) cannot change what was stored; "
-            "compare it with the hand-written `detach().clone()` hooks.",
-            "",
-            f"One shot: register the hooks, run one forward pass, remove the hooks (what `torchinfo.summary` does "
-            f"on every call); median of {o['one_shot_reps']} interleaved calls.",
-            "",
-            "| variant | median ms / call | × a forward pass without hooks |",
-            "| --- | --- | --- |",
-        ]
-        for n, v in o["one_shot_ms"].items():
-            lines.append(f"| {n} | {v:.2f} | {o['one_shot_vs_no_hooks'][n]:.3f} |")
-        lines += [
-            "",
-            f"The hook functions alone (CPU time of one thread, so the machine's other work hardly counts; "
-            f"called directly on layer1's output; the minimum of 7 interleaved rounds of 500 calls). A forward pass calls them "
-            f"{o['hook_calls_per_forward']} times.",
-            "",
-            "| hook function of | µs per call | ms per forward pass |",
-            "| --- | --- | --- |",
-        ]
-        for n, us in o["hook_call_us"].items():
-            lines.append(f"| {n} | {us:.2f} | {us * o['hook_calls_per_forward'] / 1000:.3f} |")
-        lines.append(f"\nHooks left on the model afterwards: {o['hooks_left_on_model']}.")
 
-    if "memory" in results:
-        mm = results["memory"]
-        lines += [
-            "",
-            "## Memory",
-            "",
-            f"`hooklab.Recorder` with its defaults (keep=1, clone=True) on all {mm['modules_recorded']} submodules of "
-            f"the same resnet18, {mm['passes']:,} forward passes ({mm['calls_recorded']:,} hook calls) in a fresh "
-            f"interpreter. Resident memory after the first 10 passes: {mm['baseline_rss_mib']:.1f} MiB; peak "
-            f"after that: {mm['peak_rss_mib']:.1f} MiB ({mm['growth']:+.2%}); at the end: {mm['end_rss_mib']:.1f} MiB; "
-            f"outputs kept at the end: {mm['outputs_kept']} (one per module).",
-            "",
-            "| after pass | " + " | ".join(str(n) for n, _ in mm["rss_mib_by_pass"]) + " |",
-            "| --- | " + " | ".join("---" for _ in mm["rss_mib_by_pass"]) + " |",
-            "| RSS MiB | " + " | ".join(f"{v:.0f}" for _, v in mm["rss_mib_by_pass"]) + " |",
-        ]
+def _md_overhead(o: dict[str, Any]) -> list[str]:
+    """The hook-overhead section."""
+    lines: list[str] = []
+    lines += [
+        "",
+        "## Hook overhead",
+        "",
+        f"{o['model']}; hooks on all {o['modules_hooked']} submodules. {o['reps']} repetitions, interleaved "
+        f"(each repetition runs every variant once, in a shuffled order), {o['forwards']} timed forward "
+        "pass(es) per variant per repetition. Ratios are of medians.",
+        "",
+        "| variant | median ms / forward | min ms | × no hooks | × hand-written detach |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for n, v in o["steady_ms"].items():
+        lines.append(f"| {n} | {v:.2f} | {o['steady_min_ms'][n]:.2f} | {o['steady_vs_no_hooks'][n]:.3f} | "
+                     f"{o['steady_vs_hand_written'][n]:.3f} |")
+    lines += [
+        "",
+        f"The floor compares like with like: `Recorder(clone=False)` and the hand-written hooks both store "
+        f"each module's detached output without copying it (ratio of medians {o['floor']['ratio']:.3f}, "
+        f"of minimums {o['floor_ratio_of_minimums']:.3f}). The default `Recorder` also clones each output, "
+        "so that a later in-place operation (resnet's `ReLU(inplace=True)`) cannot change what was stored; "
+        "compare it with the hand-written `detach().clone()` hooks.",
+        "",
+        f"One shot: register the hooks, run one forward pass, remove the hooks (what `torchinfo.summary` does "
+        f"on every call); median of {o['one_shot_reps']} interleaved calls.",
+        "",
+        "| variant | median ms / call | × a forward pass without hooks |",
+        "| --- | --- | --- |",
+    ]
+    for n, v in o["one_shot_ms"].items():
+        lines.append(f"| {n} | {v:.2f} | {o['one_shot_vs_no_hooks'][n]:.3f} |")
+    lines += [
+        "",
+        f"The hook functions alone (CPU time of one thread, so the machine's other work hardly counts; "
+        f"called directly on layer1's output; the minimum of 7 interleaved rounds of 500 calls). A forward pass calls them "
+        f"{o['hook_calls_per_forward']} times.",
+        "",
+        "| hook function of | µs per call | ms per forward pass |",
+        "| --- | --- | --- |",
+    ]
+    for n, us in o["hook_call_us"].items():
+        lines.append(f"| {n} | {us:.2f} | {us * o['hook_calls_per_forward'] / 1000:.3f} |")
+    lines.append(f"\nHooks left on the model afterwards: {o['hooks_left_on_model']}.")
+    return lines
 
-    if "models" in results:
-        from . import models
-        lines += models.markdown(results["models"])
 
-    if "portability" in results:
-        from . import portability
-        lines += portability.markdown(results["portability"])
+def _md_memory(mm: dict[str, Any]) -> list[str]:
+    """The memory section."""
+    lines: list[str] = []
+    lines += [
+        "",
+        "## Memory",
+        "",
+        f"`hooklab.Recorder` with its defaults (keep=1, clone=True) on all {mm['modules_recorded']} submodules of "
+        f"the same resnet18, {mm['passes']:,} forward passes ({mm['calls_recorded']:,} hook calls) in a fresh "
+        f"interpreter. Resident memory after the first 10 passes: {mm['baseline_rss_mib']:.1f} MiB; peak "
+        f"after that: {mm['peak_rss_mib']:.1f} MiB ({mm['growth']:+.2%}); at the end: {mm['end_rss_mib']:.1f} MiB; "
+        f"outputs kept at the end: {mm['outputs_kept']} (one per module).",
+        "",
+        "| after pass | " + " | ".join(str(n) for n, _ in mm["rss_mib_by_pass"]) + " |",
+        "| --- | " + " | ".join("---" for _ in mm["rss_mib_by_pass"]) + " |",
+        "| RSS MiB | " + " | ".join(f"{v:.0f}" for _, v in mm["rss_mib_by_pass"]) + " |",
+    ]
+    return lines
 
-    if "notebooks" in results:
-        n = results["notebooks"]
-        lines += [
-            "",
-            "## Notebooks",
-            "",
-            "Each notebook executed top to bottom in a fresh kernel (start of the kernel to the end of the last "
-            "cell; the notebook file is not written).",
-            "",
-            "| notebook | code cells | seconds | limit |",
-            "| --- | --- | --- | --- |",
-        ]
-        for r in n["notebooks"]:
-            lines.append(f"| {r['notebook']} | {r['code_cells']} | {r['seconds']:.1f} | "
-                         f"{'–' if r['limit_s'] is None else r['limit_s']} |")
-        lines.append(f"| **all {len(n['notebooks'])}** | {sum(r['code_cells'] for r in n['notebooks'])} | "
-                     f"**{n['total_s']:.1f}** | {n['set_limit_s']:.0f} |")
-        errors = [(r["notebook"], r["unexpected_errors"]) for r in n["notebooks"] if r["unexpected_errors"]]
-        if errors:
-            lines.append(f"\nUnexpected errors (cells not marked NBVAL_RAISES_EXCEPTION): {errors}")
-        lines += [
-            "",
-            "## Live labs",
-            "",
-            f"In the kernel that ran the notebook, every open `hooklab.Panel` driven from Python: "
-            f"{n['changes_per_panel']} changes per panel, its controls in turn (toggles on/off, sliders between min "
-            "and max, dropdowns through their options), each `panel.set(...)` timed from the value change to the view rebuilt (hooks "
-            "re-registered, the view and plot rendered, the widget values updated). Of that, `refresh` is the "
-            "time spent rebuilding the view (`panel.last_update_ms`), and `plot` the part of it spent drawing "
-            "the plot and encoding it as PNG.",
-            "",
-            "| notebook | panel | controls | changes | median ms | worst ms | refresh median ms | plot median ms |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |",
-        ]
-        for r in n["notebooks"]:
-            for p in r["panels"]:
-                flags = "".join([f" ({p['errors']} errors)" if p["errors"] else "",
-                                 f" (not changed: {', '.join(p['skipped'])})" if p.get("skipped") else "",
-                                 f" ({p['not_updated']} changes without an update)" if p["not_updated"] else ""])
-                lines.append(f"| {r['notebook'][:2]} | {p['panel']}{' (with plot)' if p['plot'] else ''}{flags} | "
-                             f"{', '.join(p['controls'])} | {p['changes']} | {_ms(p['median_ms'])} | "
-                             f"{_ms(p['worst_ms'])} | {_ms(p['render_median_ms'])} | {_ms(p.get('plot_median_ms'))} |")
-            if not r["panels"]:
-                lines.append(f"| {r['notebook'][:2]} | (no open panel) | | | | | | |")
-    lines += ["", "Raw figures: `benchmarks/out/results" + ("-quick" if mode == "quick" else "") + ".json` "
-              "(not committed). How to run: `python3 dev.py bench` (a few minutes; run it on a quiet machine), "
-              "`python3 dev.py bench --quick` (under a minute)."]
-    return "\n".join(lines) + "\n"
+
+def _md_notebooks(n: dict[str, Any]) -> list[str]:
+    """The notebook times and the live-lab update times."""
+    lines: list[str] = []
+    lines += [
+        "",
+        "## Notebooks",
+        "",
+        "Each notebook executed top to bottom in a fresh kernel (start of the kernel to the end of the last "
+        "cell; the notebook file is not written).",
+        "",
+        "| notebook | code cells | seconds | limit |",
+        "| --- | --- | --- | --- |",
+    ]
+    for r in n["notebooks"]:
+        lines.append(f"| {r['notebook']} | {r['code_cells']} | {r['seconds']:.1f} | "
+                     f"{'–' if r['limit_s'] is None else r['limit_s']} |")
+    lines.append(f"| **all {len(n['notebooks'])}** | {sum(r['code_cells'] for r in n['notebooks'])} | "
+                 f"**{n['total_s']:.1f}** | {n['set_limit_s']:.0f} |")
+    errors = [(r["notebook"], r["unexpected_errors"]) for r in n["notebooks"] if r["unexpected_errors"]]
+    if errors:
+        lines.append(f"\nUnexpected errors (cells not marked NBVAL_RAISES_EXCEPTION): {errors}")
+    lines += [
+        "",
+        "## Live labs",
+        "",
+        f"In the kernel that ran the notebook, every open `hooklab.Panel` driven from Python: "
+        f"{n['changes_per_panel']} changes per panel, its controls in turn (toggles on/off, sliders between min "
+        "and max, dropdowns through their options), each `panel.set(...)` timed from the value change to the view rebuilt (hooks "
+        "re-registered, the view and plot rendered, the widget values updated). Of that, `refresh` is the "
+        "time spent rebuilding the view (`panel.last_update_ms`), and `plot` the part of it spent drawing "
+        "the plot and encoding it as PNG.",
+        "",
+        "| notebook | panel | controls | changes | median ms | worst ms | refresh median ms | plot median ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in n["notebooks"]:
+        for p in r["panels"]:
+            flags = "".join([f" ({p['errors']} errors)" if p["errors"] else "",
+                             f" (not changed: {', '.join(p['skipped'])})" if p.get("skipped") else "",
+                             f" ({p['not_updated']} changes without an update)" if p["not_updated"] else ""])
+            lines.append(f"| {r['notebook'][:2]} | {p['panel']}{' (with plot)' if p['plot'] else ''}{flags} | "
+                         f"{', '.join(p['controls'])} | {p['changes']} | {_ms(p['median_ms'])} | "
+                         f"{_ms(p['worst_ms'])} | {_ms(p['render_median_ms'])} | {_ms(p.get('plot_median_ms'))} |")
+        if not r["panels"]:
+            lines.append(f"| {r['notebook'][:2]} | (no open panel) | | | | | | |")
+    return lines
 
 
 def summary(results: dict[str, Any]) -> str:

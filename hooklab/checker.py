@@ -34,7 +34,7 @@ import torch
 
 from ._signature import check_hook_signature
 
-__all__ = ["Exercise", "Mistake", "Verdict", "Solution", "expect_close"]
+__all__ = ["Exercise", "Mistake", "Verdict", "Solution", "expect_close", "grad_of"]
 
 
 class Mistake(Exception):
@@ -62,6 +62,19 @@ def expect_close(actual: Any, expected: Any, what: str, *, atol: float = 1e-6) -
         torch.testing.assert_close(actual.detach(), expected, atol=atol, rtol=0)
     except AssertionError:
         raise Mistake(f"{what} is {_short(actual)}, expected {_short(expected)}.") from None
+
+
+def grad_of(tensor: torch.Tensor, what: str = "the parameter") -> torch.Tensor:
+    """``tensor.grad``, or a :class:`Mistake` saying that no gradient arrived.
+
+    >>> grad_of(torch.ones(1, requires_grad=True), "x")
+    Traceback (most recent call last):
+    ...
+    hooklab.checker.Mistake: x got no gradient (its .grad is None): did the backward pass reach it?
+    """
+    if tensor.grad is None:
+        raise Mistake(f"{what} got no gradient (its .grad is None): did the backward pass reach it?")
+    return tensor.grad
 
 
 def _short(t: torch.Tensor) -> str:

@@ -32,8 +32,18 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from ._signature import (BackwardHook, BackwardPreHook, ForwardHook, ForwardPreHook, HookKind, PostAccumulateGradHook,
-                         TensorHook, check_hook_signature, check_kind, function_name)
+from ._signature import (
+    BackwardHook,
+    BackwardPreHook,
+    ForwardHook,
+    ForwardPreHook,
+    HookKind,
+    PostAccumulateGradHook,
+    TensorHook,
+    check_hook_signature,
+    check_kind,
+    function_name,
+)
 
 __all__ = ["Hooks", "Registration", "HookOwner", "Target"]
 
@@ -301,7 +311,7 @@ def _targets(kind: str, target: Target) -> list[Any]:
         if not target:
             raise ValueError("the mapping of modules is empty: nothing to register the hook on. "
                              "Check the pattern you passed to hooklab.select().")
-        targets = list(target.values())
+        targets: list[Any] = list(target.values())
     else:
         targets = [target]
     for t in targets:

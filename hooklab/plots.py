@@ -9,12 +9,24 @@ from typing import Any, Sequence
 import torch
 from matplotlib.figure import Figure
 
-__all__ = ["figure", "to_png", "feature_grid", "timeline", "show", "compare_bars"]
+__all__ = ["figure", "to_png", "fixed_layout", "feature_grid", "timeline", "show"]
 
 
 def figure(size: tuple[float, float] = (5.0, 2.6)) -> Figure:
     """A new figure that pyplot does not know about (nothing is shown twice in a notebook)."""
     return Figure(figsize=size, dpi=100, layout="constrained")
+
+
+def fixed_layout(fig: Figure, **margins: float) -> Figure:
+    """No layout engine, fixed margins (``subplots_adjust``): for a figure redrawn on every change
+    of a live panel, where the constrained layout costs more than the drawing.
+
+    >>> fixed_layout(figure(), left=0.1).get_layout_engine() is None
+    True
+    """
+    fig.set_layout_engine(None)
+    fig.subplots_adjust(**{"left": 0.07, "right": 0.98, **margins})
+    return fig
 
 
 def to_png(fig: Figure) -> bytes:
@@ -77,30 +89,3 @@ def timeline(fig: Figure, events: Sequence[Any], title: str = "When each hook fi
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     ax.set_title(title, fontsize=9)
     return fig
-
-
-def compare_bars(fig: Figure, labels: Sequence[str], series: dict[str, Sequence[float]], *, xlabel: str = "",
-                 colors: Sequence[str] = ("#bbbbbb", "#1f5f99", "#b3261e", "#f2a37b")) -> Any:
-    """Bars side by side, one group per label and one colour per series (e.g. a gradient before and
-    after hooks). Fast enough to redraw on every change of a live panel (no layout engine).
-
-    >>> fig = figure((4.5, 2.2))
-    >>> ax = compare_bars(fig, ["a", "b"], {"plain": [1.0, -2.0], "hooked": [0.5, -1.0]}, xlabel="entry")
-    >>> len(ax.patches), [t.get_text() for t in ax.get_legend().get_texts()]
-    (4, ['plain', 'hooked'])
-    """
-    fig.set_layout_engine(None)  # a fixed layout: the constrained one costs more than the drawing
-    fig.subplots_adjust(left=0.11, right=0.98, top=0.95, bottom=0.24 if xlabel else 0.14)
-    ax = fig.add_subplot()
-    width = 0.8 / max(len(series), 1)
-    for i, (name, values) in enumerate(series.items()):
-        offset = (i - (len(series) - 1) / 2) * width
-        ax.bar([j + offset for j in range(len(labels))], [float(v) for v in values], width=width,
-               color=colors[i % len(colors)], label=name)
-    ax.set_xticks(range(len(labels)), list(labels))
-    ax.tick_params(labelsize=8)
-    ax.axhline(0, color="#666666", lw=0.8)
-    if xlabel:
-        ax.set_xlabel(xlabel, fontsize=8)
-    ax.legend(fontsize=7, loc="upper left")  # a fixed place: "best" searches, and costs time
-    return ax

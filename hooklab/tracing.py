@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 from torch import nn
 
+from ._signature import HookKind
 from ._table import Table
 from .hooks import Hooks
 from .selection import select
@@ -60,7 +61,7 @@ class Trace(Sequence[Event]):
         self.events = events
         self.output = output
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         return self.events[i]
 
     def __len__(self) -> int:
@@ -94,7 +95,7 @@ def trace(
     loss: Callable[[Any], torch.Tensor] | None = None,
     patterns: Sequence[str] = (),
     include_root: bool = True,
-    kinds: Sequence[str] = ("forward_pre", "forward", "backward_pre", "backward"),
+    kinds: Sequence[HookKind] = ("forward_pre", "forward", "backward_pre", "backward"),
 ) -> Trace:
     """Run ``model(*inputs)`` once with a hook of every kind on every module and return the events.
 

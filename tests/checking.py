@@ -14,3 +14,8 @@ def failures(verdict: Verdict) -> str:
 def mistakes(exercise: Exercise, fn: object) -> str:
     """Check ``fn`` with ``exercise``; it must fail, and the messages come back as :func:`failures` gives them."""
     return failures(exercise.check(fn))
+
+
+def failed_checks(verdict: Verdict) -> dict[str, str]:
+    """``{check description: message}`` for the checks of a verdict that failed."""
+    return {d: m for ok, d, m in verdict.lines if not ok}

@@ -10,13 +10,10 @@ import torch.nn.functional as F
 from torch import nn
 
 import hooklab
-from hooklab.course import nb03_module_hooks as nb03
 import hooklab.course.nb03_module_hooks as ex
+from hooklab.course import nb03_module_hooks as nb03
 
-
-def failed(verdict: hooklab.Verdict) -> dict[str, str]:
-    """``{check description: message}`` for the checks that failed."""
-    return {d: m for ok, d, m in verdict.lines if not ok}
+from .checking import failed_checks as failed
 
 
 # ====================================================================== exercise 1: dropout after ReLUs

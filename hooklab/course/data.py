@@ -6,12 +6,12 @@ Everything offline, nothing downloaded.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 import torch
 from torch import nn
 
-__all__ = ["seeded", "tiny_mlp", "sample_photo", "threads", "IMAGENET_MEAN", "IMAGENET_STD"]
+__all__ = ["seeded", "tiny_mlp", "fit", "sample_photo", "threads", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 #: The per-channel mean and std that torchvision's ImageNet models expect (RGB).
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -58,6 +58,34 @@ def tiny_mlp(sizes: tuple[int, ...] = (4, 8, 3), *, seed: int | None = 0) -> nn.
         return nn.Sequential(*layers)
 
     return seeded(seed, build)
+
+
+def fit(model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[..., torch.Tensor],
+        batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> list[float]:
+    """The training loop of every notebook, written out once; returns each step's loss (measured
+    before that step's update)::
+
+        for inputs, targets in batches:
+            optimizer.zero_grad()
+            loss = loss_fn(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+
+    Hooks on the model fire inside it exactly as in a loop you write yourself.
+
+    >>> model = nn.Linear(1, 1, bias=False); _ = nn.init.zeros_(model.weight)
+    >>> x, y = torch.ones(4, 1), torch.full((4, 1), 2.0)
+    >>> fit(model, torch.optim.SGD(model.parameters(), lr=0.25), nn.functional.mse_loss, [(x, y)] * 3)
+    [4.0, 1.0, 0.25]
+    """
+    losses = []
+    for inputs, targets in batches:
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
 
 
 @contextmanager

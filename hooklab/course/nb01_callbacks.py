@@ -38,7 +38,7 @@ def register_each(callbacks: Callbacks, names: list[str], log: list[str]) -> Non
 
 
 def _registered(fn: Callable, names: list[str]) -> tuple[Callbacks, list[Any]]:
-    callbacks, log = Callbacks(), []
+    callbacks, log = Callbacks(), list[Any]()
     fn(callbacks, list(names), log)
     if log:
         raise Mistake(f"the log already held {log} before anything called the callbacks: your code ran them (or "

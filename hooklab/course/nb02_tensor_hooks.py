@@ -12,12 +12,15 @@ Clamp the gradient: all 5 checks passed
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import torch
+from matplotlib.figure import Figure
 from torch import nn
 
-from ..checker import Exercise, Mistake, expect_close
+from ..checker import Exercise, Mistake, expect_close, grad_of
+from ..plots import fixed_layout
+from .data import tiny_mlp
 
 __all__ = ["clamp_exercise", "log_exercise", "clamp_hook", "log_grad_norms"]
 
@@ -115,9 +118,7 @@ def log_grad_norms(model: nn.Module, log: dict[str, float]) -> list:
 
 
 def _model() -> nn.Sequential:
-    with torch.random.fork_rng(devices=[]):  # the same weights every time; the notebook's RNG is left alone
-        torch.manual_seed(3)
-        return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    return tiny_mlp((3, 4, 2), seed=3)  # the same weights every time; the notebook's generator is left alone
 
 
 def _backward(model: nn.Module) -> None:
@@ -128,12 +129,12 @@ def _backward(model: nn.Module) -> None:
 def _expected() -> tuple[dict[str, float], dict[str, torch.Tensor]]:
     model = _model()
     _backward(model)
-    return ({n: p.grad.norm().item() for n, p in model.named_parameters()},
-            {n: p.grad.clone() for n, p in model.named_parameters()})
+    return ({n: grad_of(p).norm().item() for n, p in model.named_parameters()},
+            {n: grad_of(p).clone() for n, p in model.named_parameters()})
 
 
 def _handles(fn: Callable) -> None:
-    model, log = _model(), {}
+    model, log = _model(), dict[str, Any]()
     handles = fn(model, log)
     if handles is None:
         raise Mistake("your function returns None: collect the handles that register_hook returns in a list "
@@ -150,7 +151,7 @@ def _handles(fn: Callable) -> None:
 
 
 def _logs_by_name(fn: Callable) -> None:
-    model, log = _model(), {}
+    model, log = _model(), dict[str, Any]()
     handles = fn(model, log) or []
     try:
         if log:
@@ -181,7 +182,7 @@ def _logs_by_name(fn: Callable) -> None:
 
 
 def _grads_unchanged(fn: Callable) -> None:
-    model, log = _model(), {}
+    model, log = _model(), dict[str, Any]()
     handles = fn(model, log) or []
     try:
         _backward(model)
@@ -196,7 +197,7 @@ def _grads_unchanged(fn: Callable) -> None:
 
 
 def _remove_stops(fn: Callable) -> None:
-    model, log = _model(), {}
+    model, log = _model(), dict[str, Any]()
     handles = list(fn(model, log) or [])
     for h in handles:
         h.remove()
@@ -215,3 +216,31 @@ log_exercise = Exercise(
      ("removing the handles stops the logging", _remove_stops)],
     solution=log_grad_norms,
 )
+
+
+# ---------------------------------------------------------------- the live lab's plot
+def compare_bars(fig: Figure, labels: Sequence[str], series: dict[str, Sequence[float]], *, xlabel: str = "",
+                 colors: Sequence[str] = ("#bbbbbb", "#1f5f99", "#b3261e", "#f2a37b")) -> Any:
+    """Bars side by side, one group per label and one colour per series (e.g. a gradient before and
+    after hooks). Fast enough to redraw on every change of a live panel (no layout engine).
+
+    >>> from hooklab.plots import figure
+    >>> fig = figure((4.5, 2.2))
+    >>> ax = compare_bars(fig, ["a", "b"], {"plain": [1.0, -2.0], "hooked": [0.5, -1.0]}, xlabel="entry")
+    >>> len(ax.patches), [t.get_text() for t in ax.get_legend().get_texts()]
+    (4, ['plain', 'hooked'])
+    """
+    fixed_layout(fig, left=0.11, top=0.95, bottom=0.24 if xlabel else 0.14)
+    ax = fig.add_subplot()
+    width = 0.8 / max(len(series), 1)
+    for i, (name, values) in enumerate(series.items()):
+        offset = (i - (len(series) - 1) / 2) * width
+        ax.bar([j + offset for j in range(len(labels))], [float(v) for v in values], width=width,
+               color=colors[i % len(colors)], label=name)
+    ax.set_xticks(range(len(labels)), list(labels))
+    ax.tick_params(labelsize=8)
+    ax.axhline(0, color="#666666", lw=0.8)
+    if xlabel:
+        ax.set_xlabel(xlabel, fontsize=8)
+    ax.legend(fontsize=7, loc="upper left")  # a fixed place: "best" searches, and costs time
+    return ax

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._signature import check_hook_signature
-from ..checker import Exercise, Mistake, expect_close
+from ..checker import Exercise, Mistake, expect_close, grad_of
 from .data import seeded, tiny_mlp
 
 
@@ -127,7 +127,7 @@ def memory_held(stored: Any) -> MemoryReport:
     saved: dict[int, int] = {}
     leaves: set[int] = set()
     seen: set[int] = set()
-    stack = [t.grad_fn for t in tensors if t.grad_fn is not None]
+    stack: list[Any] = [t.grad_fn for t in tensors if t.grad_fn is not None]
     while stack:
         node = stack.pop()
         if node is None or id(node) in seen:
@@ -323,7 +323,7 @@ def _grads(fn: Callable | None) -> tuple[torch.Tensor, torch.Tensor]:
     except RuntimeError as exc:
         raise Mistake(f"PyTorch rejected what your hook returned ({exc}): return a tuple with one gradient "
                       "of the input's shape, `(grad_input[0] * 0.5,)`.") from None
-    return x.grad, layer.weight.grad
+    return grad_of(x, "the input"), grad_of(layer.weight, "the weight")
 
 
 def _sample_grads() -> tuple[tuple[torch.Tensor], tuple[torch.Tensor]]:

@@ -26,8 +26,9 @@ Max-norm constraint in a forward pre-hook: all 6 checks passed
 from __future__ import annotations
 
 import inspect
+import itertools
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import torch
 from torch import nn
@@ -36,6 +37,8 @@ from torch.nn.utils import prune
 
 from .._signature import check_hook_signature
 from ..checker import Exercise, Mistake
+from ..plots import fixed_layout
+from .data import fit
 
 #: The weights ``toy_regression``'s targets are made with (what training should find).
 TRUE_WEIGHT = (1.0, -2.0, 0.5)
@@ -76,14 +79,7 @@ def train(model: nn.Module, X: torch.Tensor, y: torch.Tensor, optimizer: torch.o
     >>> train(model, X, y, torch.optim.SGD(model.parameters(), lr=0.0), steps=2)  # lr 0: nothing moves
     [6.1189, 6.1189]
     """
-    losses: list[float] = []
-    for _ in range(steps):
-        optimizer.zero_grad()
-        loss = F.mse_loss(model(X), y)
-        loss.backward()
-        optimizer.step()
-        losses.append(round(loss.item(), 4))
-    return losses
+    return [round(loss, 4) for loss in fit(model, optimizer, F.mse_loss, itertools.repeat((X, y), steps))]
 
 
 def stale_parameters(model: nn.Module, optimizer: torch.optim.Optimizer) -> list[str]:
@@ -121,9 +117,8 @@ def draw_weights_and_output(fig: Any, weight: torch.Tensor, output: torch.Tensor
     out = output.detach().float().cpu().flatten()
     ref = reference.detach().float().cpu().flatten()
     vmax = float(limit) if limit is not None else max(float(w.abs().max()), 1e-8)
-    fig.set_layout_engine(None)
+    fixed_layout(fig, bottom=0.16, top=0.88, wspace=0.25)
     ax_w, ax_o = fig.subplots(1, 2, width_ratios=[1.0, 1.4])
-    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.88, wspace=0.25)
     ax_w.imshow(w.numpy(), cmap="RdBu_r", vmin=-vmax, vmax=vmax)
     ax_w.set_title(f"weight ({int((w == 0).sum())} of {w.numel()} are 0)", fontsize=9)
     ax_w.set_xlabel("input", fontsize=8)
@@ -181,7 +176,7 @@ def _max_norm_layer() -> nn.Linear:
 
 @dataclass
 class _Run:
-    layer: nn.Linear | None = None
+    layer: nn.Linear
     param: torch.Tensor | None = None
     returned: Any = None
     output: torch.Tensor | None = None
@@ -456,8 +451,8 @@ def _pruned_checkpoint() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tenso
         net = _net()
     prune.l1_unstructured(net[0], "weight", amount=0.5)
     prune.l1_unstructured(net[2], "weight", amount=0.5)
-    expected = {"0.weight": net[0].weight_orig.detach() * net[0].weight_mask,
-                "2.weight": net[2].weight_orig.detach() * net[2].weight_mask}
+    expected = {f"{i}.weight": cast(torch.Tensor, net[i].weight_orig).detach() * cast(torch.Tensor, net[i].weight_mask)
+                for i in (0, 2)}
     return net.state_dict(), expected
 
 

@@ -39,11 +39,12 @@ from torch import nn
 
 from .._signature import check_hook_signature
 from .._table import Table
-from .data import IMAGENET_MEAN, IMAGENET_STD, seeded, threads
-from ..checker import Exercise, Mistake
+from ..checker import Exercise, Mistake, grad_of
 from ..hooks import Hooks
 from ..inspection import count_hooks
+from ..plots import fixed_layout
 from ..recording import Recorder
+from .data import IMAGENET_MEAN, IMAGENET_STD, seeded, threads
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]], title: str = "") -> Table:
@@ -151,10 +152,8 @@ def layer_figure(fig: Any, output: torch.Tensor, title: str = "") -> Any:
     >>> len(layer_figure(figure(), torch.rand(1, 4, 8, 8), "conv1").axes)
     2
     """
-    if hasattr(fig, "set_layout_engine"):
-        fig.set_layout_engine(None)  # a layout engine makes savefig draw the figure twice
-    ax_hist, ax_maps = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1], "left": 0.06, "right": 0.98,
-                                                       "bottom": 0.12, "top": 0.88, "wspace": 0.12})
+    fixed_layout(fig, left=0.06, bottom=0.12, top=0.88, wspace=0.12)  # a layout engine would draw twice
+    ax_hist, ax_maps = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
     with threads(1):
         values = output.detach().float().flatten()
         lo, hi = values.min().item(), values.max().item()
@@ -319,7 +318,7 @@ saver_exercise = Exercise(
 def count_calls(model: nn.Module, x: torch.Tensor) -> dict[str, int]:
     """How many times each module of `model` runs during `model(x)`, by name."""
     names = {module: name for name, module in model.named_modules()}  # built once
-    counts = {}
+    counts: dict[str, int] = {}
 
     def count(module, args, output):
         counts[names[module]] = counts.get(names[module], 0) + 1
@@ -438,7 +437,7 @@ def _run_grads(fn: Callable) -> tuple[dict, dict[str, torch.Tensor], dict[str, t
     with Recorder(reference, what=("grad",), name="exercise-grad-truth") as rec:
         reference(x).pow(2).sum().backward()
     truth = rec.grads()
-    param_truth = {n: p.grad for n, p in reference.named_parameters()}
+    param_truth = {n: grad_of(p) for n, p in reference.named_parameters()}
 
     model = _stem()
     grads: dict = {}

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, cast
 
 import torch
 from matplotlib.ticker import NullLocator
@@ -42,8 +42,9 @@ from torch import nn
 
 from .._signature import check_hook_signature
 from .._table import Table
-from ..checker import Exercise, Mistake
+from ..checker import Exercise, Mistake, grad_of
 from ..hooks import HookOwner, Hooks
+from ..plots import fixed_layout
 from ..portable import approx
 from ..selection import select
 
@@ -189,12 +190,13 @@ class GradNorms(HookOwner):
         self.norms: dict[str, list[float]] = {n: [] for n in self.modules}
         self.hooks = Hooks(name)
         for layer_name, module in self.modules.items():
-            self.hooks.post_accumulate_grad(module.weight, self._make_hook(self.norms[layer_name]), key=layer_name)
+            weight = cast(torch.Tensor, module.weight)
+            self.hooks.post_accumulate_grad(weight, self._make_hook(self.norms[layer_name]), key=layer_name)
 
     @staticmethod
     def _make_hook(store: list[float]) -> Callable:
         def record_norm(param: torch.Tensor) -> None:
-            store.append(param.grad.norm().item())
+            store.append(grad_of(param).norm().item())
         return record_norm
 
     def clear(self) -> None:
@@ -276,9 +278,7 @@ def run(init: str = "kaiming", lr: float = 0.006, *, steps: int | None = None, e
 
 # ---------------------------------------------------------------------- plots
 def _fixed_layout(fig: Any, **space: float) -> None:
-    """No layout engine, fixed margins: the constrained layout costs more than the drawing."""
-    fig.set_layout_engine(None)
-    fig.subplots_adjust(**{"left": 0.07, "right": 0.98, "wspace": 0.3, **space})
+    fixed_layout(fig, **{"wspace": 0.3, **space})
 
 
 _COLORS = ("#1f5f99", "#e07b39", "#3a923a", "#b3261e", "#7b4fa0")
@@ -520,7 +520,7 @@ def _param_with_grad(grad: list[float]) -> torch.Tensor:
 def _check_scales_down(fn: Callable) -> None:
     p = _param_with_grad([3.0, -4.0])  # norm 5
     result = fn(p)
-    got = p.grad
+    got = grad_of(p)
     if torch.allclose(got, torch.tensor([3.0, -4.0])):
         hint = (" Your hook returned a value instead: a post-accumulate-grad hook must return None "
                 "(PyTorch raises a RuntimeError otherwise)." if result is not None else "")
@@ -539,8 +539,9 @@ def _check_scales_down(fn: Callable) -> None:
 def _check_leaves_small(fn: Callable) -> None:
     p = _param_with_grad([0.3, 0.4])  # norm 0.5
     fn(p)
-    if not torch.allclose(p.grad, torch.tensor([0.3, 0.4])):
-        raise Mistake(f"a gradient of norm 0.5 became {[round(v, 4) for v in p.grad.tolist()]}; only scale "
+    got = grad_of(p)
+    if not torch.allclose(got, torch.tensor([0.3, 0.4])):
+        raise Mistake(f"a gradient of norm 0.5 became {[round(v, 4) for v in got.tolist()]}; only scale "
                       "gradients whose norm is above 1, leave the others alone.")
 
 
@@ -553,7 +554,7 @@ def _check_in_backward(fn: Callable) -> None:
         (layer(torch.full((1, 3), 10.0)).sum()).backward()  # grad = [10, 10, 10]
     finally:
         handle.remove()
-    norm = layer.weight.grad.norm().item()
+    norm = grad_of(layer.weight).norm().item()
     if abs(norm - 1.0) > 1e-4:
         raise Mistake(f"registered with register_post_accumulate_grad_hook, the weight's gradient norm after "
                       f"backward is {norm:.4f}, expected 1.0.")

@@ -27,6 +27,7 @@ same accuracy on every run.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch import nn
 
-from .data import seeded
+from .data import fit, seeded
 from .data import threads as data_threads
 
 __all__ = ["SEED", "CLASSES", "PATTERNS", "Shapes", "make_shapes", "make_patterns", "tiny_cnn", "init_weights", "INITS",
@@ -290,19 +291,11 @@ def train(
     2
     """
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    loss_fn = nn.CrossEntropyLoss()
-    result = TrainResult(model)
+    order = itertools.islice(_batches(len(data), batch_size, epochs, seed), max_steps)
     model.train()
     with data_threads(threads):
-        for step, idx in enumerate(_batches(len(data), batch_size, epochs, seed)):
-            if max_steps is not None and step >= max_steps:
-                break
-            loss = loss_fn(model(data.images[idx]), data.labels[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            value = loss.item()
-            result.losses.append(value if math.isfinite(value) else float("nan"))
+        losses = fit(model, opt, nn.functional.cross_entropy, ((data.images[i], data.labels[i]) for i in order))
+        result = TrainResult(model, [v if math.isfinite(v) else float("nan") for v in losses])
         if test is not None:
             result.test_accuracy = accuracy(model, test)
     return result
