@@ -1,16 +1,9 @@
-"""One owner for many hook handles.
+"""One owner for many hook handles: :class:`Hooks`.
 
-PyTorch's ``register_*`` calls each return a ``RemovableHandle`` and forget about it; lose the
-handle and the hook stays on the model for good. :class:`Hooks` keeps the handles for you, so that
-
-* ``with Hooks() as hooks:`` removes every hook on exit, also when the block raises,
-* ``Hooks("name")`` is a *named owner*: creating a new one of the same name (re-running the cell
-  that creates it) first removes every hook the older one holds,
-* ``key="..."`` names one hook: registering the same key again replaces it,
-* a hook function with the wrong signature is rejected when you register it.
-
-Nothing else replaces a hook: two registrations without a key stack up, exactly as PyTorch's
-own ``register_*`` calls do.
+PyTorch's ``register_*`` calls each return a ``RemovableHandle``; lose it and the hook stays on
+the model for good. :class:`Hooks` keeps the handles, removes them all on ``remove()`` or at the
+end of a ``with`` block (also when it raises), and rejects a hook with the wrong signature when
+you register it, not deep inside a forward pass.
 
 >>> import torch, hooklab
 >>> layer = torch.nn.Linear(2, 2)
@@ -32,18 +25,8 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from ._signature import (
-    BackwardHook,
-    BackwardPreHook,
-    ForwardHook,
-    ForwardPreHook,
-    HookKind,
-    PostAccumulateGradHook,
-    TensorHook,
-    check_hook_signature,
-    check_kind,
-    function_name,
-)
+from ._signature import (BackwardHook, BackwardPreHook, ForwardHook, ForwardPreHook, HookKind, PostAccumulateGradHook,
+                         TensorHook, check_hook_signature, check_kind, function_name)
 
 __all__ = ["Hooks", "Registration", "HookOwner", "Target"]
 
@@ -63,8 +46,7 @@ _REGISTER: dict[str, tuple[str, frozenset[str]]] = {
 }
 
 
-def _live(handle: RemovableHandle) -> bool:
-    """Whether PyTorch still holds the hook behind ``handle`` (it may have been removed directly)."""
+def _live(handle: RemovableHandle) -> bool:  # PyTorch still holds it (it may have been removed directly)
     hooks_dict = handle.hooks_dict_ref()
     return hooks_dict is not None and handle.id in hooks_dict
 
@@ -81,14 +63,12 @@ class Registration:
         self.handles: list[RemovableHandle] = []
 
     def remove(self) -> None:
-        """Remove the hook from every target."""
         for handle in self.handles:
             handle.remove()
         if self.owner._entries.get(self.key) is self:
             del self.owner._entries[self.key]
 
     def __len__(self) -> int:
-        """How many of its PyTorch hooks are still registered."""
         return sum(_live(h) for h in self.handles)
 
     def __enter__(self) -> "Registration":
@@ -103,16 +83,14 @@ class Registration:
 
 
 class Hooks:
-    """Registers hooks and owns their handles.
+    """Registers hooks and owns their handles. Two things, and nothing else, replace a hook:
 
-    Args:
-        name: optional. A named owner: creating a ``Hooks`` with a name already in use first
-            removes every hook the older one holds and closes it (registering on a closed owner
-            raises), so a notebook cell that does ``hooks = hooklab.Hooks("demo")`` and then
-            registers can be re-run without leaving the previous run's hooks behind.
+    * a *named owner*: ``Hooks("demo")`` first removes every hook an older ``Hooks("demo")``
+      holds and closes it (registering on it raises), so a cell that creates the owner and then
+      registers can be re-run without leaving the previous run's hooks behind;
+    * a *key*: registering under a ``key=`` this owner already uses replaces that hook.
 
-    Each ``register`` method takes ``key=``: registering under a key that is in use replaces
-    that hook. Without a key, every registration is a hook of its own, as with PyTorch.
+    Without a key, every registration is a hook of its own, exactly as with PyTorch.
 
     >>> import torch, hooklab
     >>> layer = torch.nn.Linear(2, 2)
@@ -143,7 +121,6 @@ class Hooks:
                 previous._replaced = True
             Hooks._named[name] = self
 
-    # ------------------------------------------------------------------ registering
     def add(self, kind: HookKind, target: Target, fn: Callable[..., Any], *, key: str | None = None,
             **options: Any) -> Registration:
         """Register ``fn`` as a hook of ``kind`` on ``target`` and return the :class:`Registration`.
@@ -178,48 +155,34 @@ class Hooks:
         self._entries[key] = registration
         return registration
 
-    def forward_pre(self, module: Target, fn: ForwardPreHook | Callable[..., Any], *, key: str | None = None, prepend: bool = False,
-                    with_kwargs: bool = False) -> Registration:
-        """``module.register_forward_pre_hook(fn)``: ``fn(module, args)`` runs before ``forward``.
-
-        Return ``None`` to leave the input alone, or the new input (a tuple, or a single value
-        that PyTorch wraps in a tuple). With ``with_kwargs=True``: ``fn(module, args, kwargs)``
-        returning ``None`` or ``(args, kwargs)``.
-        """
+    def forward_pre(self, module: Target, fn: ForwardPreHook | Callable[..., Any], *, key: str | None = None,
+                    prepend: bool = False, with_kwargs: bool = False) -> Registration:
+        """``module.register_forward_pre_hook(fn)``: ``fn(module, args)`` before ``forward``; returns
+        ``None`` or new args (with ``with_kwargs=True``: ``fn(module, args, kwargs)``, ``(args, kwargs)``)."""
         return self.add("forward_pre", module, fn, key=key, prepend=prepend, with_kwargs=with_kwargs)
 
-    def forward(self, module: Target, fn: ForwardHook | Callable[..., Any], *, key: str | None = None, prepend: bool = False,
-                with_kwargs: bool = False, always_call: bool = False) -> Registration:
-        """``module.register_forward_hook(fn)``: ``fn(module, args, output)`` runs after ``forward``.
-
-        Return ``None`` to leave the output alone, or the output to use instead.
-        """
+    def forward(self, module: Target, fn: ForwardHook | Callable[..., Any], *, key: str | None = None,
+                prepend: bool = False, with_kwargs: bool = False, always_call: bool = False) -> Registration:
+        """``module.register_forward_hook(fn)``: ``fn(module, args, output)`` after ``forward``;
+        returns ``None`` or the output to use instead."""
         return self.add("forward", module, fn, key=key, prepend=prepend, with_kwargs=with_kwargs,
                         always_call=always_call)
 
     def backward_pre(self, module: Target, fn: BackwardPreHook, *, key: str | None = None,
                      prepend: bool = False) -> Registration:
-        """``module.register_full_backward_pre_hook(fn)``: ``fn(module, grad_output)``.
-
-        Runs when the gradient with respect to the module's output is known; return ``None`` or a
-        new ``grad_output``.
-        """
+        """``module.register_full_backward_pre_hook(fn)``: ``fn(module, grad_output)`` once the gradient
+        w.r.t. the output is known; returns ``None`` or a new ``grad_output``."""
         return self.add("backward_pre", module, fn, key=key, prepend=prepend)
 
     def backward(self, module: Target, fn: BackwardHook, *, key: str | None = None,
                  prepend: bool = False) -> Registration:
-        """``module.register_full_backward_hook(fn)``: ``fn(module, grad_input, grad_output)``.
-
-        Runs when the gradients with respect to the module's positional inputs are computed;
-        return ``None`` or a new ``grad_input``.
-        """
+        """``module.register_full_backward_hook(fn)``: ``fn(module, grad_input, grad_output)`` once the
+        gradients w.r.t. the positional inputs are known; returns ``None`` or a new ``grad_input``."""
         return self.add("backward", module, fn, key=key, prepend=prepend)
 
     def tensor(self, tensor: torch.Tensor, fn: TensorHook, *, key: str | None = None) -> Registration:
-        """``tensor.register_hook(fn)``: ``fn(grad)`` runs when the tensor's gradient is computed.
-
-        Return ``None`` to only look, or a tensor to use as the gradient instead.
-        """
+        """``tensor.register_hook(fn)``: ``fn(grad)`` when the gradient is computed; returns ``None`` or
+        the gradient to use instead."""
         return self.add("tensor", tensor, fn, key=key)
 
     def post_accumulate_grad(self, param: torch.Tensor, fn: PostAccumulateGradHook, *,
@@ -228,7 +191,6 @@ class Hooks:
         ``param.grad`` has been accumulated (leaf tensors only)."""
         return self.add("post_accumulate_grad", param, fn, key=key)
 
-    # ------------------------------------------------------------------ removing
     def remove(self) -> None:
         """Remove every hook this owner holds."""
         for registration in list(self._entries.values()):
@@ -243,7 +205,6 @@ class Hooks:
                            f"{list(self._entries) or 'none'}.")
         self._entries[key].remove()
 
-    # ------------------------------------------------------------------ looking
     def keys(self) -> list[str]:
         """The keys, in registration order."""
         return list(self._entries)
@@ -252,8 +213,7 @@ class Hooks:
         return key in self._entries
 
     def __len__(self) -> int:
-        """How many PyTorch hooks this owner holds that are still registered (a mapping target
-        counts once per module; a hook removed directly through its PyTorch handle no longer counts)."""
+        """The PyTorch hooks it holds that are still registered (one per module of a mapping target)."""
         return sum(len(r) for r in self._entries.values())
 
     def __iter__(self) -> Iterator[str]:
@@ -299,7 +259,6 @@ class HookOwner:
         self.remove()
 
 
-# ---------------------------------------------------------------------- checking targets
 def _label(target: Any) -> str:
     if isinstance(target, torch.Tensor):
         return f"Tensor{list(target.shape)}"
@@ -336,11 +295,9 @@ def _check_tensor(kind: str, target: Any) -> None:
                 "module.parameters()." if isinstance(target, nn.Module) else "")
         raise TypeError(f"a {kind} hook goes on a tensor, got {type(target).__name__}.{hint}")
     if not target.requires_grad:
-        raise ValueError(
-            f"this tensor (shape {list(target.shape)}) does not require grad, so no gradient will ever reach a "
-            "hook on it. Create it with requires_grad=True, call .requires_grad_() on a leaf tensor, or hook a "
-            "tensor computed from one that requires grad."
-        )
+        raise ValueError(f"this tensor (shape {list(target.shape)}) does not require grad, so no gradient will ever "
+                         "reach a hook on it. Create it with requires_grad=True, call .requires_grad_() on a leaf "
+                         "tensor, or hook a tensor computed from one that requires grad.")
     if kind == "post_accumulate_grad" and not target.is_leaf:
         raise ValueError("post-accumulate-grad hooks go on leaf tensors (parameters, or tensors you created "
                          "with requires_grad=True); this one was computed from others. Use hooks.tensor instead.")

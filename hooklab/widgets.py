@@ -43,8 +43,8 @@ class Panel(W.VBox):
 
     Args:
         title: shown above the controls; also names the panel. Building a panel with a title
-            (or ``name``) already in use removes the older one's hooks and disables its controls, so the cell
-            that builds a panel can be re-run safely.
+            (or ``name``) already in use removes the older one's hooks and disables its controls,
+            so the cell that builds a panel can be re-run safely.
         render: ``render(panel) -> str | dict``, called after every change. Return HTML, or
             ``{label: value}`` rows (shown as a table; ``panel.state()`` returns them too).
         plot: optional ``plot(panel, fig)`` drawing into a fresh ``matplotlib.figure.Figure``;
@@ -56,8 +56,9 @@ class Panel(W.VBox):
 
     _open: ClassVar[dict[str, "Panel"]] = {}
 
-    def __init__(self, title: str, render: Callable[["Panel"], View], *, plot: Callable[["Panel", Any], None] | None = None,
-                 name: str | None = None, figsize: tuple[float, float] = (5.0, 2.6)) -> None:
+    def __init__(self, title: str, render: Callable[["Panel"], View], *,
+                 plot: Callable[["Panel", Any], None] | None = None, name: str | None = None,
+                 figsize: tuple[float, float] = (5.0, 2.6)) -> None:
         self.title = title
         self.name = name or title
         previous = Panel._open.get(self.name)
@@ -88,7 +89,6 @@ class Panel(W.VBox):
             self.image.add_class("hooklab-plot")
         self._stale = True  # rendered on display or first read, not once per control added
 
-    # ------------------------------------------------------------------ building
     def toggle(self, name: str, register: Callable[[Hooks, "Panel"], Any], *, value: bool = False,
                description: str | None = None) -> W.Checkbox:
         """A checkbox that, when ticked, calls ``register(hooks, panel)``; unticking removes
@@ -96,7 +96,7 @@ class Panel(W.VBox):
         self._check_new(name)
         box = W.Checkbox(value=False, description=description or name, indent=False)
         self._toggles[name] = (box, Hooks(f"panel:{self.name}:{name}"), register)
-        box.observe(lambda change, n=name: self._on_toggle(n), names="value")
+        box.observe(lambda change, n=name: self._changed(n), names="value")
         self._add_control(box)
         if value:
             box.value = True
@@ -131,47 +131,39 @@ class Panel(W.VBox):
 
     def _add_input(self, name: str, widget: W.ValueWidget) -> Any:
         self._inputs[name] = widget
-        widget.observe(lambda change: self._on_input(), names="value")
+        widget.observe(lambda change: self._changed(None), names="value")
         self._add_control(widget)
         return widget
 
-    # ------------------------------------------------------------------ reacting
     @property
     def values(self) -> dict[str, Any]:
         """Every control's current value, by name."""
         return {n: self._toggles[n][0].value if n in self._toggles else self._inputs[n].value for n in self._order}
 
-    def _on_toggle(self, name: str) -> None:
+    def _changed(self, toggle: str | None) -> None:
+        """A control changed (``toggle``: that checkbox; ``None``: a slider or dropdown, which every
+        ticked hook may read). Inside :meth:`set`, only noted; applied once at its end."""
         if self._pending is not None:
-            self._pending.append(name)
-            return
-        self._guard(lambda: self._apply(name))
+            self._pending.append(toggle)
+        else:
+            self._apply(list(self._toggles) if toggle is None else [toggle])
 
-    def _on_input(self) -> None:
-        if self._pending is not None:
-            self._pending.append(None)
-            return
-        self._guard(lambda: self._apply_all(list(self._toggles)))
-
-    def _apply_all(self, names: list[str]) -> None:
-        for name in names:
-            self._apply(name)
-
-    def _apply(self, name: str) -> None:
-        box, hooks, register = self._toggles[name]
-        hooks.remove()
-        if box.value:
-            register(hooks, self)
-
-    def _guard(self, action: Callable[[], None]) -> None:
+    def _apply(self, names: list[str]) -> None:
+        """Re-register the hooks of these toggles (each only if ticked), then rebuild the view."""
         try:
-            action()
+            for name in names:
+                box, hooks, register = self._toggles[name]
+                hooks.remove()
+                if box.value:
+                    register(hooks, self)
         except Exception as exc:  # shown in the view; set() re-raises it for code
-            self.error = exc
-            self.view.value = (f"<pre style='color:#b00'>{html.escape(type(exc).__name__)}: "
-                               f"{html.escape(str(exc))}</pre>")
+            self._show_error(exc)
             return
         self.refresh()
+
+    def _show_error(self, exc: Exception) -> None:
+        self.error = exc
+        self.view.value = f"<pre style='color:#b00'>{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</pre>"
 
     def _fresh(self) -> None:
         if self._stale:
@@ -198,13 +190,10 @@ class Panel(W.VBox):
                 self.image.value = to_png(fig)
             self.error = None
         except Exception as exc:
-            self.error = exc
-            self.view.value = (f"<pre style='color:#b00'>{html.escape(type(exc).__name__)}: "
-                               f"{html.escape(str(exc))}</pre>")
+            self._show_error(exc)
         self.updates += 1
         self.last_update_ms = (time.perf_counter() - start) * 1000
 
-    # ------------------------------------------------------------------ driving from code
     def set(self, **values: Any) -> dict[str, Any]:
         """Set controls by name, as clicks would, and return :meth:`state`.
 
@@ -225,8 +214,7 @@ class Panel(W.VBox):
         finally:
             changed, self._pending = self._pending, None
         if changed:
-            names = list(self._toggles) if None in changed else [n for n in self._toggles if n in changed]
-            self._guard(lambda: self._apply_all(names))
+            self._apply(list(self._toggles) if None in changed else [n for n in self._toggles if n in changed])
         if self.error is not None:
             raise self.error
         return self.state()
