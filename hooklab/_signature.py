@@ -11,42 +11,36 @@ from torch import nn
 
 #: The kinds of hook :class:`hooklab.Hooks` registers, one per PyTorch ``register_*`` method.
 HookKind = Literal["forward_pre", "forward", "backward_pre", "backward", "tensor", "post_accumulate_grad"]
+Grads = Tuple[Optional[torch.Tensor], ...]
 
 
 class ForwardPreHook(Protocol):
     """``hook(module, args)`` -> ``None`` or new args: ``nn.Module.register_forward_pre_hook``."""
-
     def __call__(self, module: nn.Module, args: Tuple[Any, ...], /) -> Any: ...
 
 
 class ForwardHook(Protocol):
     """``hook(module, args, output)`` -> ``None`` or a new output: ``nn.Module.register_forward_hook``."""
-
     def __call__(self, module: nn.Module, args: Tuple[Any, ...], output: Any, /) -> Any: ...
 
 
 class BackwardPreHook(Protocol):
     """``hook(module, grad_output)`` -> ``None`` or a new grad_output: ``register_full_backward_pre_hook``."""
-
-    def __call__(self, module: nn.Module, grad_output: Tuple[Optional[torch.Tensor], ...], /) -> Any: ...
+    def __call__(self, module: nn.Module, grad_output: Grads, /) -> Any: ...
 
 
 class BackwardHook(Protocol):
     """``hook(module, grad_input, grad_output)`` -> ``None`` or a new grad_input: ``register_full_backward_hook``."""
-
-    def __call__(self, module: nn.Module, grad_input: Tuple[Optional[torch.Tensor], ...],
-                 grad_output: Tuple[Optional[torch.Tensor], ...], /) -> Any: ...
+    def __call__(self, module: nn.Module, grad_input: Grads, grad_output: Grads, /) -> Any: ...
 
 
 class TensorHook(Protocol):
     """``hook(grad)`` -> ``None`` or a new gradient: ``Tensor.register_hook``."""
-
     def __call__(self, grad: torch.Tensor, /) -> Optional[torch.Tensor]: ...
 
 
 class PostAccumulateGradHook(Protocol):
     """``hook(param)`` -> ``None`` (it may change ``param.grad`` in place): ``register_post_accumulate_grad_hook``."""
-
     def __call__(self, param: torch.Tensor, /) -> None: ...
 
 
@@ -118,11 +112,9 @@ def check_hook_signature(fn: Callable, kind: str, with_kwargs: bool = False) -> 
     TypeError: a forward hook is called as hook(module, args, output), ...
     """
     if not callable(fn):
-        raise TypeError(
-            f"a {kind.replace('_', ' ')} hook must be a function, got {type(fn).__name__}; "
-            f"write `def {expected_signature(kind, with_kwargs)}: ...` and pass the function itself "
-            "(no parentheses after its name)."
-        )
+        raise TypeError(f"a {kind.replace('_', ' ')} hook must be a function, got {type(fn).__name__}; write "
+                        f"`def {expected_signature(kind, with_kwargs)}: ...` and pass the function itself "
+                        "(no parentheses after its name).")
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -133,8 +125,7 @@ def check_hook_signature(fn: Callable, kind: str, with_kwargs: bool = False) -> 
     required = [p for p in positional if p.default is p.empty]
     required_kwonly = [p for p in params if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
     has_varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
-    ok = len(required) <= n and (has_varargs or len(positional) >= n) and not required_kwonly
-    if ok:
+    if len(required) <= n and (has_varargs or len(positional) >= n) and not required_kwonly:
         return
     expected = expected_signature(kind, with_kwargs)
     got = _describe(fn)
@@ -143,10 +134,7 @@ def check_hook_signature(fn: Callable, kind: str, with_kwargs: bool = False) -> 
     else:
         count = len(required) if len(required) > n else len(positional)
         problem = f"it takes {count} positional argument{'s' if count != 1 else ''}, PyTorch passes {n}"
-    extra = ""
-    if kind in ("forward", "forward_pre") and not with_kwargs and len(required) == n + 1:
-        extra = " If you want keyword arguments too, register with with_kwargs=True."
-    raise TypeError(
-        f"a {kind.replace('_', ' ')} hook is called as {expected}, but {got} does not fit: "
-        f"{problem}. Change it to `def {expected}: ...` (return {RETURNS[kind]}).{extra}"
-    )
+    extra = (" If you want keyword arguments too, register with with_kwargs=True."
+             if kind in ("forward", "forward_pre") and not with_kwargs and len(required) == n + 1 else "")
+    raise TypeError(f"a {kind.replace('_', ' ')} hook is called as {expected}, but {got} does not fit: "
+                    f"{problem}. Change it to `def {expected}: ...` (return {RETURNS[kind]}).{extra}")

@@ -1,24 +1,12 @@
-"""Printing figures that hold on any CPU: claims, and per-run figures marked with ``≈``.
+"""Printing figures that hold on any CPU: claims, and per-run figures marked ``≈``.
 
-A trained model's digits depend on the machine: another CPU picks other float kernels, the
-sums come out in another order, and after a few hundred training steps the weights differ. A
-notebook's stored output must still match a fresh run on a learner's laptop, so the notebooks
-print two kinds of things:
+A trained model's digits depend on the machine (other float kernels add up in another order, and
+training amplifies it), yet a stored output must match a fresh run anywhere. So a notebook prints
+a **claim** that holds everywhere, or the exact **per-run figure** marked ``≈``, which the tests
+mask with :data:`MASK` (as ``tests/nbval_sanitize.cfg`` does) and which is never the only evidence.
 
-* a **claim**, checked on every run and worded so that it holds on every machine
-  (``claim("test accuracy ≥ 90%", acc >= 0.9)`` prints ``test accuracy ≥ 90%: yes``);
-* a **per-run figure**, marked with ``≈`` (``approx(0.9612, ".1%")`` is ``≈96.1%``): the exact
-  number of this run, shown so you can read it, never the only evidence for a claim. The
-  tests mask it with :data:`MASK` (the same pattern as in ``tests/nbval_sanitize.cfg``).
-
->>> approx(0.96123, ".1%"), approx(-3.84412, ".2f"), approx(17, "d")
-('≈96.1%', '≈-3.84', '≈17')
->>> claim("test accuracy ≥ 90%", 0.961 >= 0.9)
-'test accuracy ≥ 90%: yes'
-
-Masked, two runs that differ only in their per-run figures print the same; a claim that turns
-from ``yes`` to ``NO`` does not:
-
+>>> approx(0.96123, ".1%"), approx(-3.84412, ".2f"), claim("test accuracy ≥ 90%", 0.961 >= 0.9)
+('≈96.1%', '≈-3.84', 'test accuracy ≥ 90%: yes')
 >>> import re
 >>> mask = lambda text: re.sub(MASK, MASKED, text)
 >>> mask("accuracy ≈96.1%  (≥ 90%: yes)") == mask("accuracy ≈91.0% (≥ 90%: yes)")
@@ -36,10 +24,8 @@ __all__ = ["PER_RUN", "MASK", "MASKED", "approx", "claim", "is_per_run"]
 #: The mark of a figure that may differ from machine to machine.
 PER_RUN = "≈"
 
-#: What the tests mask: ``≈`` and the number right after it (digits, a point, an exponent, a
-#: ``%``), with the spaces around it, so that the column padding of a table cannot differ
-#: either. A word after ``≈`` (``≈yes``) is never masked.
-#: (Written with ``\u2248`` for ``≈``, so that the sanitize file stays ASCII.)
+#: What the tests mask: ``≈``, the number after it (point, exponent, ``%``) and the spaces around
+#: it (so a table's padding cannot differ); never a word (``≈yes``). ``\u2248`` is ``≈``.
 MASK = r"[ \t]*\u2248[-+]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[-+]?\d+)?%?[ \t]*"
 #: What a masked figure becomes.
 MASKED = "<per-run figure>"

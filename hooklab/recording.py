@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from .hooks import HookOwner, Hooks
-from .selection import select
+from .selection import _closest, select
 
 __all__ = ["Recorder", "Record", "detach"]
 
@@ -58,20 +58,9 @@ class Record:
     grads: deque = field(default_factory=deque)
     calls: int = 0
 
-    @property
-    def input(self) -> Any:
-        """The positional inputs of the latest call (a tuple)."""
-        return self._last(self.inputs, "input")
-
-    @property
-    def output(self) -> Any:
-        """The output of the latest call."""
-        return self._last(self.outputs, "output")
-
-    @property
-    def grad(self) -> Any:
-        """The gradient with respect to the latest output (after a backward pass)."""
-        return self._last(self.grads, "grad")
+    input = property(lambda self: self._last(self.inputs, "input"), doc="The latest call's positional inputs.")
+    output = property(lambda self: self._last(self.outputs, "output"), doc="The latest call's output.")
+    grad = property(lambda self: self._last(self.grads, "grad"), doc="The gradient w.r.t. the latest output.")
 
     def clear(self) -> None:
         """Forget what was recorded."""
@@ -105,23 +94,14 @@ class Recorder(HookOwner):
             name, two recorders are independent, and the older keeps recording until you call
             its :meth:`remove` (or leave its ``with`` block).
 
-    Stored tensors are always detached: recording never keeps an autograd graph alive.
-    Use it as a context manager to remove its hooks afterwards, or call :meth:`remove`.
+    Stored tensors are always detached: recording never keeps an autograd graph alive. Use it
+    in a ``with`` block, or call :meth:`remove`.
     """
 
-    def __init__(
-        self,
-        model: nn.Module,
-        *patterns: str,
-        type: Any = None,
-        where: Callable[[str, nn.Module], bool] | None = None,
-        leaves: bool | None = None,
-        what: Iterable[str] = ("output",),
-        keep: int | None = 1,
-        to_cpu: bool = False,
-        clone: bool = True,
-        name: str | None = None,
-    ) -> None:
+    def __init__(self, model: nn.Module, *patterns: str, type: Any = None,
+                 where: Callable[[str, nn.Module], bool] | None = None, leaves: bool | None = None,
+                 what: Iterable[str] = ("output",), keep: int | None = 1, to_cpu: bool = False, clone: bool = True,
+                 name: str | None = None) -> None:
         self.what = tuple(what)
         bad = [w for w in self.what if w not in _WHAT]
         if bad or not self.what:
@@ -160,10 +140,8 @@ class Recorder(HookOwner):
 
         return hook
 
-    # ------------------------------------------------------------------ reading
     def __getitem__(self, name: str) -> Record:
         if name not in self.records:
-            from .selection import _closest
             raise KeyError(f"this recorder does not record {name!r}. Closest recorded names: "
                            f"{_closest(name, list(self.records))}.")
         return self.records[name]
@@ -182,7 +160,6 @@ class Recorder(HookOwner):
         """``{module name: latest gradient}`` for every module a backward pass reached."""
         return {n: r.grad for n, r in self.records.items() if r.grads}
 
-    # ------------------------------------------------------------------ lifecycle
     def clear(self) -> None:
         """Forget everything recorded; keep recording."""
         for record in self.records.values():

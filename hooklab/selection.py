@@ -45,18 +45,14 @@ def _closest(name: str, names: list[str]) -> str:
 
 
 def module(model: nn.Module, name: str) -> nn.Module:
-    """The submodule called ``name`` (as in ``model.named_modules()``).
-
-    An unknown name raises ``KeyError`` listing the closest real names.
-    """
+    """``model.get_submodule(name)``, but an unknown name raises ``KeyError`` listing the closest real names."""
     _check_model(model)
-    named = dict(model.named_modules())
-    if name in named:
-        return named[name]
-    raise KeyError(
-        f"{type(model).__name__} has no module named {name!r}. Closest names: {_closest(name, [n for n in named if n])}. "
-        "See every name with [n for n, _ in model.named_modules()]."
-    )
+    try:
+        return model.get_submodule(name)
+    except AttributeError:
+        names = [n for n, _ in model.named_modules() if n]
+        raise KeyError(f"{type(model).__name__} has no module named {name!r}. Closest names: {_closest(name, names)}. "
+                       "See every name with [n for n, _ in model.named_modules()].") from None
 
 
 def select(
