@@ -62,10 +62,10 @@ def _name(fn: Any) -> str:
 
 
 class HookReport(Table):
-    """Rows of (module, kind, function) for every registered hook; ``len()`` counts them."""
+    """Rows of (module or tensor name, kind, function) for every registered hook; ``len()`` counts them."""
 
     def count(self, kind: str | None = None, module: str | None = None) -> int:
-        """How many hooks, optionally only of one kind and/or on one module."""
+        """How many hooks, optionally only of one kind and/or on one module or tensor (``"0.weight"``)."""
         return sum(1 for m, k, _ in self.rows if (kind is None or k == kind) and (module is None or m == module))
 
     def to_text(self) -> str:
