@@ -1,16 +1,28 @@
-"""What hooks are registered right now: per module and global. The leak detector.
+"""What hooks are registered right now: on a model's modules, on its parameters and buffers, and
+the global module hooks. The leak detector.
+
+It reads the dicts in which PyTorch keeps hooks: every module's, and those of each parameter and
+buffer (``register_hook`` fills ``_backward_hooks``, ``register_post_accumulate_grad_hook``
+``_post_accumulate_grad_hooks``). It cannot see a hook on a tensor the model does not hold (an
+activation, a loss: that hook lives and dies with the tensor and its graph), nor a hook on an
+autograd node (``grad_fn.register_hook`` / ``register_prehook``), which PyTorch keeps in C++.
 
 >>> import torch.nn as nn, hooklab
 >>> layer = nn.Linear(2, 2)
 >>> handle = layer.register_forward_hook(lambda m, a, o: None)
->>> hooklab.count_hooks(layer)
-1
->>> handle.remove(); hooklab.count_hooks(layer)
+>>> on_weight = layer.weight.register_hook(lambda grad: None)
+>>> print(hooklab.registered_hooks(layer, include_global=False))
+module   kind     function
+-------  -------  --------
+(model)  forward  <lambda>
+weight   tensor   <lambda>
+>>> handle.remove(); on_weight.remove(); hooklab.count_hooks(layer)
 0
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from torch import nn
@@ -38,6 +50,8 @@ _GLOBAL_DICTS = (
     ("_global_backward_pre_hooks", "backward_pre"),
     ("_global_backward_hooks", "backward"),
 )
+#: Hooks stored on a tensor: (attribute on torch.Tensor, label).
+_TENSOR_DICTS = (("_backward_hooks", "tensor"), ("_post_accumulate_grad_hooks", "post_accumulate_grad"))
 GLOBAL = "(global)"
 
 
@@ -48,10 +62,10 @@ def _name(fn: Any) -> str:
 
 
 class HookReport(Table):
-    """Rows of (module, kind, function) for every registered hook; ``len()`` counts them."""
+    """Rows of (module or tensor name, kind, function) for every registered hook; ``len()`` counts them."""
 
     def count(self, kind: str | None = None, module: str | None = None) -> int:
-        """How many hooks, optionally only of one kind and/or on one module."""
+        """How many hooks, optionally only of one kind and/or on one module or tensor (``"0.weight"``)."""
         return sum(1 for m, k, _ in self.rows if (kind is None or k == kind) and (module is None or m == module))
 
     def to_text(self) -> str:
@@ -59,10 +73,12 @@ class HookReport(Table):
 
 
 def registered_hooks(model: nn.Module | None = None, *, include_global: bool = True) -> HookReport:
-    """Every hook on ``model``'s modules (and the global module hooks), as a table.
+    """Every hook on ``model``'s modules, parameters and buffers (and the global module hooks), as a table.
 
-    The root module is named ``(model)``; global hooks (from
-    ``torch.nn.modules.module.register_module_forward_hook`` and friends) show as ``(global)``.
+    The first column names the module (the root is ``(model)``), or for a hook on a parameter or
+    buffer that tensor (``0.weight``, kind ``tensor`` or ``post_accumulate_grad``). Global hooks
+    (``torch.nn.modules.module.register_module_forward_hook`` and friends) show as ``(global)``.
+    Hooks on intermediate tensors and on autograd nodes are not listed (see the module docstring).
     """
     rows: list[list[str]] = []
     if model is not None:
@@ -75,6 +91,9 @@ def registered_hooks(model: nn.Module | None = None, *, include_global: bool = T
                     if attr == "_backward_hooks" and module._is_full_backward_hook is False:
                         label = "backward (deprecated)"
                     rows.append([name or "(model)", label, _name(fn)])
+        for name, tensor in itertools.chain(model.named_parameters(), model.named_buffers()):
+            for attr, kind in _TENSOR_DICTS:
+                rows += [[name, kind, _name(fn)] for fn in (getattr(tensor, attr, None) or {}).values()]
     if include_global:
         for attr, kind in _GLOBAL_DICTS:
             for fn in getattr(_module, attr, {}).values():
@@ -83,5 +102,6 @@ def registered_hooks(model: nn.Module | None = None, *, include_global: bool = T
 
 
 def count_hooks(model: nn.Module | None = None, *, include_global: bool = True) -> int:
-    """The number of hooks registered on ``model`` (every submodule) plus the global ones."""
+    """The number of hooks :func:`registered_hooks` lists: on ``model``'s modules, parameters and
+    buffers, plus the global ones."""
     return len(registered_hooks(model, include_global=include_global))

@@ -303,7 +303,7 @@ dropout_after_relus = Exercise(
 # ====================================================================== exercise 2
 def solution_halve_input_grad(module, grad_input, grad_output):
     """A full backward hook: the gradient that flows on to the module's input, halved."""
-    # grad_input holds one gradient per input of forward (here just x); it may contain None.
+    # grad_input holds one gradient per positional argument of the call (here just x); it may contain None.
     # Return a NEW tuple of the same length; do not change grad_input in place.
     return tuple(None if g is None else g * 0.5 for g in grad_input)
 
