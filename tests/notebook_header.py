@@ -44,8 +44,8 @@ COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 KAGGLE_BADGE = "https://kaggle.com/static/images/open-in-kaggle.svg"
 STUDIO_LAB_BADGE = "https://studiolab.sagemaker.aws/studiolab.svg"
 
-#: The first line of the install cell: how this script finds the cell again.
-INSTALL_FIRST_LINE = "# On Colab, Kaggle or SageMaker Studio Lab this installs hooklab; where it is installed, nothing happens."
+#: The first line of the install cell.
+INSTALL_FIRST_LINE = "# Colab, Kaggle, SageMaker Studio Lab: installs hooklab if it is missing."
 
 
 # ---------------------------------------------------------------------- the project
@@ -127,7 +127,7 @@ def install_source(*, repository: str | None = None, ref: str | None = None) -> 
     target = f"git+{repository or repository_url()}@{ref or release_ref()}"
     return "\n".join([
         INSTALL_FIRST_LINE,
-        "# It installs hooklab alone, so the service's own torch and ipywidgets stay as they are.",
+        "# Only hooklab: the service's own torch and ipywidgets stay as they are.",
         "try:",
         "    import hooklab",
         "except ImportError:",
@@ -149,6 +149,12 @@ def _title_cell(source: str, notebook: str) -> str:
     return f"{title}\n\n{line}\n" + rest
 
 
+def is_install_cell(cell: nbformat.NotebookNode) -> bool:
+    """The install cell, also as an older version of this script wrote it."""
+    return cell.cell_type == "code" and (cell.source.startswith(INSTALL_FIRST_LINE) or
+                                         ("%pip install" in cell.source and "hooklab @ git+" in cell.source))
+
+
 def apply(nb: nbformat.NotebookNode, notebook: str) -> bool:
     """Rewrite the header of ``nb`` in place; True when something changed."""
     if not nb.cells or nb.cells[0].cell_type != "markdown" or not nb.cells[0].source.startswith("# "):
@@ -159,7 +165,7 @@ def apply(nb: nbformat.NotebookNode, notebook: str) -> bool:
         nb.cells[0].source, changed = title, True
     source = install_source()
     second = nb.cells[1] if len(nb.cells) > 1 else None
-    if second is not None and second.cell_type == "code" and second.source.startswith(INSTALL_FIRST_LINE):
+    if second is not None and is_install_cell(second):
         if second.source != source:
             second.source, second.outputs, second.execution_count, changed = source, [], None, True
     else:

@@ -148,7 +148,7 @@ def test_install_cell_is_checked_and_stores_nothing(path: Path) -> None:
     """nbval compares the install cell's output with the stored one, which is empty: locally it
     must print nothing (no install, and the torch that recorded the outputs)."""
     cell = read(path).cells[1]
-    assert cell.cell_type == "code" and cell.source.startswith(header.INSTALL_FIRST_LINE)
+    assert header.is_install_cell(cell) and cell.source.startswith(header.INSTALL_FIRST_LINE)
     assert not has_marker(cell, IGNORE) and not has_marker(cell, SKIP), "the install cell must stay checked"
     assert cell.outputs == [], f"{path.name}: the install cell stored output: {cell.outputs}"
     assert "--no-deps" in cell.source and f"@{header.release_ref()}" in cell.source
