@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Set up and run hooklab: one command each.
 
-    python3 dev.py lab       open JupyterLab on notebooks/00_start_here.ipynb (127.0.0.1, with a token)
+    python3 dev.py lab       open JupyterLab on notebooks/00_start_here.ipynb (127.0.0.1, with a token),
+                             with Binder's classroom settings (binder/overrides.json)
     python3 dev.py test      run every test (unit, notebooks under nbval, re-run, browser)
     python3 dev.py test --other-cpu
                              the checks whose results depend on the CPU (every notebook under
@@ -69,6 +70,17 @@ def setup() -> None:
     say(f"installed in {time.time() - start:.0f} s")
 
 
+def classroom_settings(app_dir: Path | None = None) -> Path:
+    """JupyterLab's defaults for this project's lab, as on Binder: binder/overrides.json in the
+    settings/ folder of .venv's JupyterLab application directory (the user's own settings win)."""
+    target = (app_dir or VENV / "share" / "jupyter" / "lab") / "settings" / "overrides.json"
+    source = (ROOT / "binder" / "overrides.json").read_text()
+    if not target.exists() or target.read_text() != source:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(source)
+    return target
+
+
 def run(cmd: list[str], extra_env: dict[str, str] | None = None) -> int:
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONUTF8="1", **(extra_env or {}))
     env.pop("PYTHONPATH", None)
@@ -87,6 +99,7 @@ def main(argv: list[str]) -> int:
         # JupyterLab's defaults are kept: a token, and only this machine (127.0.0.1) may connect.
         # (Running as root, e.g. in a container, JupyterLab refuses to start without --allow-root.)
         as_root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+        classroom_settings()  # a readable editor font, line numbers, no news prompt (binder/overrides.json)
         return run([str(BIN / "jupyter"), "lab", "notebooks/00_start_here.ipynb", "--ip=127.0.0.1", *as_root, *rest])
     if command == "execute":
         return run([str(PY), "-m", "tests.execute", *rest])

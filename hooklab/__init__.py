@@ -9,7 +9,8 @@ The path from a notebook cell to PyTorch stays short: one ``hooklab`` call, then
 * :func:`trace` lists the hook events of one forward/backward pass.
 * :func:`registered_hooks` / :func:`count_hooks` show what is registered right now.
 * :class:`Panel` is a live lab; :mod:`hooklab.checker` checks exercises.
-* :func:`claim` and :func:`approx` print figures that hold on any CPU (:mod:`hooklab.portable`).
+* :func:`claim` and :func:`approx` print figures that hold on any CPU (:mod:`hooklab.portable`);
+  :func:`recorded_with` says so when this torch is not the one that recorded the stored outputs.
 """
 
 from . import checker, plots
@@ -17,7 +18,7 @@ from .callbacks import Callbacks
 from .checker import Exercise, Mistake, Verdict
 from .hooks import Hooks
 from .inspection import count_hooks, registered_hooks
-from .portable import approx, claim
+from .portable import approx, claim, recorded_with
 from .recording import Recorder, detach
 from .selection import module, module_names, select
 from .tracing import shape_of, trace
@@ -41,6 +42,7 @@ __all__ = [
     "module",
     "module_names",
     "plots",
+    "recorded_with",
     "registered_hooks",
     "select",
     "shape_of",

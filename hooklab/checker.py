@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import html
 import inspect
+import os
 import textwrap
 import traceback
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ import torch
 
 from ._signature import check_hook_signature
 
-__all__ = ["Exercise", "Mistake", "Verdict", "Solution", "expect_close", "grad_of"]
+__all__ = ["Exercise", "Mistake", "Verdict", "Solution", "expect_close", "grad_of", "solutions_hidden"]
 
 
 class Mistake(Exception):
@@ -169,9 +170,15 @@ class Exercise:
         return verdict
 
     def solution(self) -> "Solution":
-        """The worked solution, collapsed until you open it."""
+        """The worked solution, collapsed until you open it.
+
+        With the environment variable ``HOOKLAB_HIDE_SOLUTIONS=1`` (a course that grades the
+        exercises), it shows a short notice instead of the code.
+        """
         if self._solution is None:
             raise LookupError(f"no worked solution is attached to {self.title!r}.")
+        if solutions_hidden():
+            return Solution(self.title, HIDDEN_NOTICE, hidden=True)
         return Solution(self.title, textwrap.dedent(inspect.getsource(self._solution)))
 
     def __repr__(self) -> str:
@@ -187,12 +194,26 @@ def _where(exc: BaseException) -> str:
     return f" (at `{f.line}`)" if f.line else ""
 
 
+#: The environment variable that hides the worked solutions (any value but "", "0", "false", "no").
+HIDE_SOLUTIONS = "HOOKLAB_HIDE_SOLUTIONS"
+#: What :meth:`Exercise.solution` shows instead of the code while they are hidden.
+HIDDEN_NOTICE = ("The worked solutions are switched off for this course (HOOKLAB_HIDE_SOLUTIONS is set). "
+                 "Ask your instructor, or use the checker above: it says what is still wrong.")
+
+
+def solutions_hidden() -> bool:
+    """Whether ``HOOKLAB_HIDE_SOLUTIONS`` hides the worked solutions (read at every call)."""
+    return os.environ.get(HIDE_SOLUTIONS, "").strip().lower() not in ("", "0", "false", "no")
+
+
 @dataclass
 class Solution:
-    """A worked solution: a collapsed ``<details>`` block in a notebook, the code as plain text."""
+    """A worked solution: a collapsed ``<details>`` block in a notebook, the code as plain text.
+    ``hidden``: the code is withheld (``HOOKLAB_HIDE_SOLUTIONS``) and ``code`` is the notice."""
 
     title: str
     code: str
+    hidden: bool = False
 
     def __str__(self) -> str:
         return f"Worked solution: {self.title}\n\n{self.code}"
@@ -200,5 +221,7 @@ class Solution:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
+        if self.hidden:
+            return f"<p><b>Worked solution: {html.escape(self.title)}</b>: {html.escape(self.code)}</p>"
         return (f"<details><summary><b>Show the worked solution: {html.escape(self.title)}</b></summary>"
                 f"<pre><code>{html.escape(self.code)}</code></pre></details>")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PER_RUN", "MASK", "MASKED", "approx", "claim", "is_per_run"]
+__all__ = ["PER_RUN", "MASK", "MASKED", "approx", "claim", "is_per_run", "recorded_with"]
 
 #: The mark of a figure that may differ from machine to machine.
 PER_RUN = "≈"
@@ -49,3 +49,35 @@ def is_per_run(text: str) -> bool:
     """
     import re
     return re.fullmatch(MASK, text) is not None
+
+
+_noted: set[str] = set()
+
+
+def _release(version: str) -> str:
+    """``2.14.1`` from ``2.14.1+cpu`` or ``2.14.1+cu128``: the build label is not another release."""
+    return version.split("+", 1)[0]
+
+
+def recorded_with(*, torch: str) -> str | None:
+    """Say once, in one line, when this torch is not the release that recorded the stored outputs.
+
+    Every notebook's first code cell calls it with the release that made its stored outputs
+    (``hooklab.recorded_with(torch="2.14.1")``). With that release (whatever its build: ``+cpu``
+    wheels on Binder) it prints nothing. With another one, e.g. on a hosted service, it prints why a
+    digit may differ from the stored output, once per kernel, and returns that line.
+
+    >>> import torch as _torch
+    >>> recorded_with(torch=_torch.__version__) is None
+    True
+    """
+    import torch as _torch
+
+    installed = _torch.__version__
+    if _release(installed) == _release(torch) or "torch" in _noted:
+        return None
+    _noted.add("torch")
+    line = (f"Note: the stored outputs were recorded with torch {torch}; this is torch {installed}, "
+            "so a few printed digits may differ from them.")
+    print(line)
+    return line

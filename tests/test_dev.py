@@ -15,10 +15,11 @@ spec.loader.exec_module(dev)
 
 
 @pytest.fixture
-def captured(monkeypatch):
+def captured(monkeypatch, tmp_path):
     calls: list[list[str]] = []
     monkeypatch.setattr(dev, "setup", lambda: None)
     monkeypatch.setattr(dev, "run", lambda cmd: calls.append(cmd) or 0)
+    monkeypatch.setattr(dev, "VENV", tmp_path / "venv")  # where `lab` puts the classroom settings
     return calls
 
 
@@ -28,6 +29,18 @@ def test_lab_opens_start_here_on_localhost_with_token(captured):
     assert cmd[1:3] == ["lab", "notebooks/00_start_here.ipynb"]
     assert "--ip=127.0.0.1" in cmd
     assert not any("token" in arg.lower() or "password" in arg.lower() for arg in cmd)
+
+
+def test_lab_gets_binders_classroom_settings(captured):
+    """`dev.py lab` starts JupyterLab with binder/overrides.json as its defaults, as postBuild does
+    on Binder (the settings/ folder of the environment's JupyterLab application directory)."""
+    target = dev.VENV / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    assert not target.exists()
+    dev.main(["lab"])
+    assert target.read_text() == (ROOT / "binder" / "overrides.json").read_text()
+    target.write_text("{}")  # an older copy is replaced
+    dev.main(["lab"])
+    assert target.read_text() == (ROOT / "binder" / "overrides.json").read_text()
 
 
 def test_test_runs_pytest_and_passes_arguments_through(captured):

@@ -180,10 +180,12 @@ def test_quick_overlay_is_one_cheap_picture():
     shown = gradcam.quick_overlay(fig, data.images[0], heat, data.masks[0], title="t")
     assert fig.axes == [] and fig.get_layout_engine() is None  # no axes, no layout engine
     picture = shown.get_array()
-    assert picture.shape == (160, 326, 3)  # blocks of 5x5 screen pixels fit a 3.6 x 2 inch figure
-    right = picture[:, 166:]
-    assert (right[5 * 5 + 2, 7 * 5 + 2] == 1.0).all()  # the cross on the peak
-    mask = data.masks[0].repeat_interleave(5, 0).repeat_interleave(5, 1).numpy()
+    # at 200 dpi a 3.6 x 2 inch figure is 720 x 400 pixels: blocks of 11 x 11 pixels fit, under a title
+    assert fig.dpi == 200 and picture.shape == (352, 710, 3)
+    block = 11
+    right = picture[:, 32 * block + 6:]
+    assert (right[5 * block + block // 2, 7 * block + block // 2] == 1.0).all()  # the cross on the peak
+    mask = data.masks[0].repeat_interleave(block, 0).repeat_interleave(block, 1).numpy()
     outline = (right == 1.0).all(axis=-1) & mask
     assert outline.any() and not outline[mask].all()  # an outline, not the filled shape
     assert to_png(fig)[:4] == b"\x89PNG"

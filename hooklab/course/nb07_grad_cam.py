@@ -248,7 +248,7 @@ def plot_overlay(ax: Any, image: torch.Tensor, cam: torch.Tensor, mask: torch.Te
     """
     img = image.detach().squeeze().float()
     ax.imshow(img.numpy(), cmap="gray")
-    ax.imshow(cam.detach().float().numpy(), cmap="jet", alpha=alpha, vmin=0, vmax=1)
+    ax.imshow(cam.detach().float().numpy(), cmap="viridis", alpha=alpha, vmin=0, vmax=1)
     if mask is not None:
         ax.contour(mask.float().numpy(), levels=[0.5], colors="white", linewidths=0.8)
     if cam.max() > 0:
@@ -273,15 +273,15 @@ def quick_overlay(fig: Any, image: torch.Tensor, cam: torch.Tensor, mask: torch.
 
     >>> from hooklab.plots import figure
     >>> picture = quick_overlay(figure((2.8, 1.6)), torch.zeros(1, 8, 8), torch.rand(8, 8), title="demo")
-    >>> picture.get_array().shape   # two 8x8 images of 17x17-pixel blocks and a 6-pixel gap
-    (136, 278, 3)
+    >>> picture.get_array().shape   # two 8x8 images of 34x34-pixel blocks and a 6-pixel gap
+    (272, 550, 3)
     """
     import matplotlib
 
     fig.set_layout_engine(None)  # the constrained layout costs more than the drawing
     grey = ((image.detach().squeeze().float() + 0.3) / 1.6).clamp(0, 1).numpy()
     grey = np.stack([grey] * 3, axis=-1)
-    heat = matplotlib.colormaps["jet"](cam.detach().float().clamp(0, 1).numpy())[..., :3]
+    heat = matplotlib.colormaps["viridis"](cam.detach().float().clamp(0, 1).numpy())[..., :3]
     h, w = grey.shape[:2]
     width_px, height_px = (fig.get_size_inches() * fig.dpi).astype(int)
     title_px, gap = (int(fig.dpi * 0.2) if title else 0), 6

@@ -1,0 +1,127 @@
+"""Classroom use: hidden worked solutions, sharp figures, perceptually uniform colour maps, the guide.
+
+* ``HOOKLAB_HIDE_SOLUTIONS=1`` makes every exercise's ``solution()`` show a short notice instead of
+  the code (checked on the real exercises of every course module), and without it the code shows;
+* figures are drawn at twice the pixels a page shows them with (:data:`hooklab.plots.DPI`), and a
+  stored figure is shown at the size it always had;
+* no rainbow colour map (``jet`` and friends) anywhere in hooklab or the notebooks;
+* TEACHING.md gives every notebook a time, and the times are the ones the notebooks state.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+import struct
+from pathlib import Path
+
+import pytest
+
+import hooklab
+import hooklab.course
+from hooklab import plots
+from hooklab.checker import HIDDEN_NOTICE, Exercise, Solution, solutions_hidden
+
+from .nbtools import notebooks, read
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Colour maps that are not perceptually uniform (bands and false edges; hard for colour-blind readers).
+RAINBOWS = {"jet", "rainbow", "gist_rainbow", "hsv", "nipy_spectral", "gist_ncar", "spectral", "turbo", "prism",
+            "flag", "gist_stern", "brg", "cmrmap", "terrain", "ocean", "gnuplot", "gnuplot2"}
+
+
+def all_exercises() -> list[tuple[str, Exercise]]:
+    found = []
+    for info in pkgutil.iter_modules(hooklab.course.__path__, "hooklab.course."):
+        module = importlib.import_module(info.name)
+        found += [(f"{info.name}.{name}", value) for name, value in vars(module).items() if isinstance(value, Exercise)]
+    return found
+
+
+# ---------------------------------------------------------------------- hiding the worked solutions
+def test_every_course_exercise_has_a_worked_solution() -> None:
+    exercises = all_exercises()
+    assert len(exercises) >= 10, f"found only {[n for n, _ in exercises]}"
+    assert all(ex._solution is not None for _, ex in exercises)
+
+
+@pytest.mark.parametrize("value", ["", "0", "false", "no"])
+def test_solutions_show_without_the_switch(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("HOOKLAB_HIDE_SOLUTIONS", value)
+    assert not solutions_hidden()
+    for name, ex in all_exercises():
+        solution = ex.solution()
+        assert isinstance(solution, Solution) and not solution.hidden
+        assert solution.code.lstrip().startswith(("def ", "class ", "@")), f"{name}: {solution.code[:80]!r}"
+        assert "<details>" in solution._repr_html_()
+
+
+@pytest.mark.parametrize("value", ["1", "yes", "true"])
+def test_solutions_hidden_with_the_switch(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("HOOKLAB_HIDE_SOLUTIONS", value)
+    assert solutions_hidden()
+    for name, ex in all_exercises():
+        solution = ex.solution()
+        code = ex._solution.__name__
+        for shown in (str(solution), solution._repr_html_()):
+            assert "HOOKLAB_HIDE_SOLUTIONS" in shown, f"{name}: no notice in {shown!r}"
+            assert "def " not in shown and "return" not in shown and code not in shown, f"{name} shows code: {shown!r}"
+        assert solution.code == HIDDEN_NOTICE and solution.hidden
+        assert ex.check(ex._solution) is not None  # checking still works
+
+
+def test_the_switch_is_read_when_a_solution_is_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    _, ex = all_exercises()[0]
+    monkeypatch.setenv("HOOKLAB_HIDE_SOLUTIONS", "1")
+    assert ex.solution().hidden
+    monkeypatch.delenv("HOOKLAB_HIDE_SOLUTIONS")
+    assert not ex.solution().hidden
+
+
+def test_stored_notebooks_show_the_solutions() -> None:
+    """The stored outputs come from runs without the switch (a notice stored by mistake would be caught)."""
+    for path in notebooks():
+        for cell in read(path).cells:
+            for output in cell.get("outputs", []):
+                assert "HOOKLAB_HIDE_SOLUTIONS" not in str(output), f"{path.name} stores the hidden-solution notice"
+
+
+# ---------------------------------------------------------------------- figures
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_figures_have_twice_the_pixels_a_page_shows() -> None:
+    assert plots.DPI == 2 * plots.PX_PER_INCH
+    fig = plots.figure((4.5, 2.2))
+    fig.add_subplot().plot([0, 1])
+    assert _png_size(plots.to_png(fig)) == (900, 440)
+    shown = plots.show(fig)
+    assert shown.width == 450, "a stored figure is shown 100 px per inch wide, as before: only sharper"
+    assert _png_size(shown.data) == (900, 440)
+
+
+def test_no_rainbow_colour_maps() -> None:
+    sources = {p.relative_to(ROOT).as_posix(): p.read_text() for p in (ROOT / "hooklab").rglob("*.py")}
+    for path in notebooks():
+        sources[path.name] = "\n".join(c.source for c in read(path).cells if c.cell_type == "code")
+    pattern = re.compile(r"""(?:cmap\s*=\s*|colormaps\[\s*|get_cmap\(\s*)["']([A-Za-z0-9_]+)["']""")
+    used = {(name, m.group(1)) for name, text in sources.items() for m in pattern.finditer(text)}
+    assert used, "no colour map found: is the pattern still right?"
+    bad = sorted((name, cmap) for name, cmap in used if cmap.lower().removesuffix("_r") in RAINBOWS)
+    assert not bad, f"rainbow colour maps (use viridis, inferno, cividis, or gray): {bad}"
+
+
+# ---------------------------------------------------------------------- the teacher's guide
+def test_teaching_guide_times_match_the_notebooks() -> None:
+    guide = (ROOT / "TEACHING.md").read_text()
+    for path in notebooks():
+        stated = re.search(r"\*\*Time:\*\*\s*about (\d+) minutes", read(path).cells[0].source)
+        assert stated, f"{path.name} states no time in its first cell"
+        row = re.search(rf"^\|\s*{path.name[:2]}\s*\|.*$", guide, re.M)
+        assert row, f"TEACHING.md has no row for notebook {path.name[:2]}"
+        assert f"{stated.group(1)} min" in row.group(0), (
+            f"TEACHING.md: notebook {path.name[:2]} says about {stated.group(1)} minutes; its row says {row.group(0)}")
+    assert "HOOKLAB_HIDE_SOLUTIONS=1" in guide and "Presentation Mode" in guide
