@@ -767,7 +767,8 @@ class Explorer(Panel):
 
     def close(self) -> None:
         """Remove the panel's hooks, then close the widget."""
-        self.remove()
+        if "_toggles" in vars(self):  # also called when a panel whose construction failed is collected
+            self.remove()
         super().close()
 
 

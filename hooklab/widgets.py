@@ -153,7 +153,8 @@ class Panel(W.VBox):
         ``filter_by`` names a :meth:`textbox` of this panel that narrows the options, for a
         long list (every module of a model): only the options whose label matches the text are
         listed (see :func:`filter_options`). Text that matches nothing leaves the list as it was.
-        When the chosen option is filtered out, the first one listed is chosen.
+        The chosen option stays chosen while it is listed; when the filter hides it, the first one
+        listed is chosen.
         """
         if filter_by is not None and not isinstance(self._inputs.get(filter_by), W.Text):
             raise ValueError(f"filter_by={filter_by!r} must name a textbox added before this dropdown: "
@@ -215,8 +216,11 @@ class Panel(W.VBox):
             kept = filter_options(everything, text) if text.strip() else everything
             widget = self._inputs[dropdown_name]
             if kept and list(widget.options) != kept:  # a text that matches nothing changes nothing
+                chosen = widget.value
                 with self._silenced():  # the change of text re-renders once, below
-                    widget.options = kept
+                    widget.options = kept  # ipywidgets then picks the first option listed
+                    if chosen in widget._options_values:
+                        widget.value = chosen
 
     def _not_listed(self, name: str, value: Any) -> str:
         listed = list(self._inputs[name]._options_values)
