@@ -566,8 +566,11 @@ class Explorer(Panel):
             if grads:  # a tensor hook on every tensor of the output that autograd will reach
                 for _, t in tensors_in(output):
                     if t.is_floating_point() and t.requires_grad:
-                        def keep_norm(grad: torch.Tensor) -> None:
-                            seen.grad_squares[call] = seen.grad_squares.get(call, 0.0) + grad.detach().float().pow(2).sum().item()
+                        def keep_norm(grad: torch.Tensor | None) -> None:
+                            if grad is None:  # a sibling output of the same operation got a gradient, this one none
+                                return
+                            square = grad.detach().float().pow(2).sum().item()
+                            seen.grad_squares[call] = seen.grad_squares.get(call, 0.0) + square
                         t.register_hook(keep_norm)
         return watch
 

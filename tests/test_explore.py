@@ -43,11 +43,12 @@ def _encoder():
 
 
 class LastHidden(nn.Module):
-    """An LSTM whose head reads only the last hidden state h, not the output sequence."""
+    """An LSTM whose head reads only the last hidden state h, not the output sequence (whose
+    tensor hook autograd then calls with None)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.lstm = nn.LSTM(3, 8, batch_first=True)
+        self.lstm = nn.LSTM(3, 8)
         self.head = nn.Linear(8, 4)
 
     def forward(self, x):
@@ -389,10 +390,10 @@ def test_lstm_tuple_output():
 
 def test_lstm_inside_a_model_gets_the_gradient_of_the_state_it_uses():
     model = _seeded(lambda: LastHidden().eval())
-    p = hooklab.explore(model, torch.randn(2, 6, 3), name="test: lstm inside")
+    p = hooklab.explore(model, torch.randn(6, 2, 3), name="test: lstm inside")
     try:
         state = p.set(module="lstm")
-        assert state["output"] == "tuple(Tensor[2, 6, 8], tuple(Tensor[1, 2, 8], Tensor[1, 2, 8]))"
+        assert state["output"] == "tuple(Tensor[6, 2, 8], tuple(Tensor[1, 2, 8], Tensor[1, 2, 8]))"
         assert state["grad norm (clean)"] > 0  # through h, although output[0] is unused
         assert p.set(noise=True)["output change"] > 0
     finally:
