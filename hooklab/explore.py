@@ -176,6 +176,18 @@ def _sig(value: float, digits: int) -> float:
     return round(value, digits - 1 - math.floor(math.log10(abs(value)))) + 0.0
 
 
+def _round_like(value: float, scale: float, digits: int) -> float:
+    """``value`` rounded to the decimal place of ``scale``'s ``digits``-th significant digit.
+
+    >>> _round_like(-2.8e-09, 1.003, 4), _round_like(0.002847, 0.2033, 4), _round_like(5.25, 0.1, 4)
+    (0.0, 0.0028, 5.25)
+    """
+    if scale == 0 or not math.isfinite(scale) or not math.isfinite(value):
+        return _sig(value, digits)
+    places = digits - 1 - math.floor(math.log10(abs(scale)))
+    return round(value, places) + 0.0
+
+
 def _std(t: torch.Tensor) -> torch.Tensor:
     return t.float().std() if t.numel() > 1 else torch.zeros((), device=t.device)
 
@@ -743,6 +755,9 @@ class Explorer(Panel):
         for key in ("mean", "std", "zeros"):
             value = getattr(s, key) if s is not None else None
             rows[key] = _sig(value, digits) if value is not None else missing
+        if s is not None and s.mean is not None and s.std is not None:
+            # a mean far below the spread (a LayerNorm's ~1e-9) is float noise: round it on the spread's scale
+            rows["mean"] = _round_like(s.mean, max(abs(s.mean), s.std), digits)
         clean = self._clean[name]
         if not self._has_grad:
             rows["grad norm (clean)"] = "— (nothing in the model requires grad)"
