@@ -470,8 +470,9 @@ class Explorer(Panel):
 
     The view's rows: the module's type, how many modules the filter lists, its calls per forward, its
     output's structure, then for the first floating-point tensor in it (``statistics of``) its
-    shape, dtype, mean, std, share of exact zeros and the norm of the gradient of ``target``
-    with respect to it (from the pass without interventions), the interventions that are on,
+    shape, dtype, mean, std and share of exact zeros; the norm of the gradient of ``target``
+    with respect to the output (all its tensors; from the pass without interventions); the
+    interventions that are on,
     how far the model's final output moved (``output change``: the norm of the difference from
     the output without interventions; ``relative change``: divided by that output's norm), the
     top logits when the output is a batch of scores, and the hooks on the model.
@@ -502,7 +503,7 @@ class Explorer(Panel):
                            f"{_closest(module, [n for n in self.named if n])}.")
         #: counts of what the updates did: "clean passes", "forward passes", "cache hits", "pictures drawn"
         self.profile: Counter[str] = Counter()
-        #: milliseconds spent per phase of the latest update ("forward", "summary", "picture")
+        #: milliseconds spent per phase of the latest update ("clean pass", "forward", "picture")
         self.timings: dict[str, float] = {}
         self._entries: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()
         self._bypass = False
@@ -657,6 +658,9 @@ class Explorer(Panel):
         return f"{name or '(model)'} · {type(module).__name__} · {kind}{ran}"
 
     def _view(self) -> dict[str, Any]:
+        if self.explored.training:
+            raise ValueError(f"{type(self.explored).__name__} was put in training mode after explore() was called: "
+                             "call model.eval() again (in training mode each forward pass differs).")
         if self._fingerprint() != self._stamp:
             if [id(m) for m in self.explored.modules()] != [id(m) for m in self.named.values()]:
                 raise RuntimeError("the model's modules changed since explore() was called: call explore() again.")

@@ -261,6 +261,21 @@ def test_changing_the_weights_in_place_records_the_model_again(resnet):
         p.remove()
 
 
+def test_training_mode_after_building_is_refused_until_eval(resnet):
+    model, x = resnet
+    p = hooklab.explore(model, x, name="test: train again")
+    try:
+        model.train()
+        with pytest.raises(ValueError, match=r"model\.eval\(\) again"):
+            p.set(module="fc")
+        model.eval()
+        assert p.set(module="conv1")["calls per forward"] == 1
+        assert p.profile["clean passes"] == 1  # nothing ran in training mode, and the weights are unchanged
+    finally:
+        model.eval()
+        p.remove()
+
+
 def test_the_filter_narrows_the_module_list(panel):
     panel.set(filter="layer1.*")
     assert {v for _, v in panel.options("module")} == {n for n, _ in panel.explored.named_modules()
