@@ -287,9 +287,9 @@ def _font() -> Any:
     return _FONT[0]
 
 
-def picture(summary: Summary, title: str = "", size: tuple[int, int] = (640, 200)) -> bytes:
-    """A PNG of one output: its histogram on the left; on the right its first feature maps
-    (4-D outputs) or its first values as a line.
+def picture(summary: Summary, title: str = "", size: tuple[int, int] = (560, 210)) -> bytes:
+    """A PNG of one output: ``title`` on top, its histogram on the left, and on the right its
+    first feature maps (4-D outputs) or its first values as a line.
 
     Drawn with Pillow straight into pixels (a few milliseconds, where a matplotlib figure takes
     tens), because a live panel redraws it on every change.
@@ -306,14 +306,15 @@ def picture(summary: Summary, title: str = "", size: tuple[int, int] = (640, 200
     draw = ImageDraw.Draw(image)
     font = _font()
     half = width // 2
-    head = f"{title}: " if title else ""
+    if title:
+        draw.text((8, 2), title, fill=_INK, font=font)
     if summary.counts is None:
-        draw.text((8, 4), f"{head}no floating-point values to show", fill=_GREY, font=font)
+        draw.text((8, 18), "no floating-point values to show", fill=_GREY, font=font)
         return _png(image)
-    # histogram
-    left, top, right, bottom = 10, 22, half - 14, height - 22
+    # the histogram
+    left, top, right, bottom = 10, 36, half - 14, height - 20
     shown = f"{summary.numel:,} values" + (f", {summary.nonfinite:,} not finite left out" if summary.nonfinite else "")
-    draw.text((left, 4), f"{head}histogram of {shown}", fill=_INK, font=font)
+    draw.text((left, 18), f"histogram of {shown}", fill=_GREY, font=font)
     counts = summary.counts
     tallest = float(counts.max()) or 1.0
     step = (right - left) / len(counts)
@@ -324,32 +325,32 @@ def picture(summary: Summary, title: str = "", size: tuple[int, int] = (640, 200
                            fill=_BLUE)
     draw.line([left, bottom, right, bottom], fill=_GREY)
     hi = summary.hi if summary.hi > summary.lo else summary.lo + 1.0
+    lo_label, hi_label = f"{summary.lo:.3g}", f"{summary.hi:.3g}"
     if summary.lo < 0 < hi:
         x = left + (right - left) * (0 - summary.lo) / (hi - summary.lo)
-        draw.line([x, bottom, x, bottom + 4], fill=_GREY)
-        draw.text((x - 3, bottom + 5), "0", fill=_GREY, font=font)
-    draw.text((left, bottom + 5), f"{summary.lo:.3g}", fill=_GREY, font=font)
-    label = f"{summary.hi:.3g}"
-    draw.text((right - 6 * len(label), bottom + 5), label, fill=_GREY, font=font)
-    # feature maps or values
+        draw.line([x, bottom, x, bottom + 3], fill=_GREY)
+        if x - left > 8 * len(lo_label) and right - x > 8 * len(hi_label):  # room between the end labels
+            draw.text((x - 3, bottom + 3), "0", fill=_GREY, font=font)
+    draw.text((left, bottom + 3), lo_label, fill=_GREY, font=font)
+    draw.text((right - 6 * len(hi_label), bottom + 3), hi_label, fill=_GREY, font=font)
+    # the feature maps, or the first values
     x0, x1 = half + 6, width - 8
     preview = summary.preview
     if preview is None:
         return _png(image)
     if summary.maps is not None:
         shown_maps, all_maps = summary.maps
-        draw.text((x0, 4), f"first {shown_maps} of {all_maps} feature maps (sample 0)", fill=_INK, font=font)
-        levels = (preview.clamp(0, 1) * (_LEVELS - 1)).round().to(torch.uint8) + _RAMP  # palette indices of greys
-        pixels = Image.fromarray(levels.numpy(), mode="P")
-        box_w, box_h = x1 - x0, height - 26
-        scale = min(box_w / pixels.width, box_h / pixels.height)
-        pixels = pixels.resize((max(1, int(pixels.width * scale)), max(1, int(pixels.height * scale))),
-                               Image.Resampling.NEAREST if scale >= 1 else Image.Resampling.BILINEAR)
-        image.paste(pixels, (x0, 22))
+        draw.text((x0, 18), f"first {shown_maps} of {all_maps} feature maps (sample 0)", fill=_GREY, font=font)
+        box_w, box_h = x1 - x0, height - top - 4
+        scale = min(box_w / preview.shape[1], box_h / preview.shape[0])
+        h, w = max(1, int(preview.shape[0] * scale)), max(1, int(preview.shape[1] * scale))
+        resized = F.interpolate(preview[None, None].float(), size=(h, w), mode="nearest" if scale >= 1 else "area")[0, 0]
+        levels = (resized.clamp(0, 1) * (_LEVELS - 1)).round().to(torch.uint8) + _RAMP  # palette indices of greys
+        image.paste(Image.fromarray(levels.numpy(), mode="P"), (x0, top))
     else:
         values = preview.float()
-        draw.text((x0, 4), f"first {len(values)} values", fill=_INK, font=font)
-        y0, y1 = 22, height - 22
+        draw.text((x0, 18), f"first {len(values)} values", fill=_GREY, font=font)
+        y0, y1 = top, height - 20
         lo, hi = float(values.min()), float(values.max())
         span = (hi - lo) or 1.0
         n = max(len(values) - 1, 1)
@@ -359,7 +360,7 @@ def picture(summary: Summary, title: str = "", size: tuple[int, int] = (640, 200
         else:
             draw.point(points, fill=_BLUE)
         draw.line([x0, y1, x1, y1], fill=_GREY)
-        draw.text((x0, y1 + 5), f"{lo:.3g} … {hi:.3g}", fill=_GREY, font=font)
+        draw.text((x0, y1 + 3), f"{lo:.3g} to {hi:.3g}", fill=_GREY, font=font)
     return _png(image)
 
 
@@ -514,9 +515,12 @@ class Explorer(Panel):
         except BaseException:
             self.remove()
             raise
-        self.picture = W.Image(format="png", layout=W.Layout(max_width="640px"))
+        self.picture = W.Image(format="png", layout=W.Layout(max_width="560px"))
         self.picture.add_class("hooklab-plot")
-        self.set_trait("children", (*tuple(getattr(self, "children")), self.picture))
+        # the table and the picture side by side (one under the other when the page is narrow)
+        body = W.HBox([self.view, self.picture], layout=W.Layout(flex_flow="row wrap", align_items="flex-start",
+                                                                    grid_gap="12px"))
+        self.set_trait("children", tuple(body if child is self.view else child for child in getattr(self, "children")))
         first = module if module is not None else next(
             (n for n in self.named if n and self._clean[n].calls), next(iter(self.named)))
         self.textbox("filter", description="filter", placeholder="glob or type: layer1.*, Conv2d, leaf")
