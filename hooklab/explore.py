@@ -281,13 +281,13 @@ def _font() -> Any:
     if not _FONT:
         from PIL import ImageFont
         try:
-            _FONT.append(ImageFont.load_default(size=11))
+            _FONT.append(ImageFont.load_default(size=12))
         except (TypeError, OSError):  # an older Pillow, or one without FreeType
             _FONT.append(ImageFont.load_default())
     return _FONT[0]
 
 
-def picture(summary: Summary, title: str = "", size: tuple[int, int] = (560, 210)) -> bytes:
+def picture(summary: Summary, title: str = "", size: tuple[int, int] = (460, 220)) -> bytes:
     """A PNG of one output: ``title`` on top, its histogram on the left, and on the right its
     first feature maps (4-D outputs) or its first values as a line.
 
@@ -325,7 +325,7 @@ def picture(summary: Summary, title: str = "", size: tuple[int, int] = (560, 210
                            fill=_BLUE)
     draw.line([left, bottom, right, bottom], fill=_GREY)
     hi = summary.hi if summary.hi > summary.lo else summary.lo + 1.0
-    lo_label, hi_label = f"{summary.lo:.3g}", f"{summary.hi:.3g}"
+    lo_label, hi_label = f"{summary.lo + 0.0:.3g}", f"{summary.hi + 0.0:.3g}"  # + 0.0: no "-0"
     if summary.lo < 0 < hi:
         x = left + (right - left) * (0 - summary.lo) / (hi - summary.lo)
         draw.line([x, bottom, x, bottom + 3], fill=_GREY)
@@ -340,7 +340,7 @@ def picture(summary: Summary, title: str = "", size: tuple[int, int] = (560, 210
         return _png(image)
     if summary.maps is not None:
         shown_maps, all_maps = summary.maps
-        draw.text((x0, 18), f"first {shown_maps} of {all_maps} feature maps (sample 0)", fill=_GREY, font=font)
+        draw.text((x0, 18), f"first {shown_maps} of {all_maps} maps (sample 0)", fill=_GREY, font=font)
         box_w, box_h = x1 - x0, height - top - 4
         scale = min(box_w / preview.shape[1], box_h / preview.shape[0])
         h, w = max(1, int(preview.shape[0] * scale)), max(1, int(preview.shape[1] * scale))
@@ -360,7 +360,7 @@ def picture(summary: Summary, title: str = "", size: tuple[int, int] = (560, 210
         else:
             draw.point(points, fill=_BLUE)
         draw.line([x0, y1, x1, y1], fill=_GREY)
-        draw.text((x0, y1 + 3), f"{lo:.3g} to {hi:.3g}", fill=_GREY, font=font)
+        draw.text((x0, y1 + 3), f"{lo + 0.0:.3g} to {hi + 0.0:.3g}", fill=_GREY, font=font)
     return _png(image)
 
 
@@ -515,11 +515,12 @@ class Explorer(Panel):
         except BaseException:
             self.remove()
             raise
-        self.picture = W.Image(format="png", layout=W.Layout(max_width="560px"))
+        # the table and the picture side by side; the picture shrinks to the width that is left
+        self.picture = W.Image(format="png", layout=W.Layout(flex="1 1 320px", min_width="280px", max_width="460px",
+                                                             object_fit="contain"))
         self.picture.add_class("hooklab-plot")
-        # the table and the picture side by side (one under the other when the page is narrow)
-        body = W.HBox([self.view, self.picture], layout=W.Layout(flex_flow="row wrap", align_items="flex-start",
-                                                                    grid_gap="12px"))
+        self.view.layout = W.Layout(flex="0 0 auto", width="auto")
+        body = W.HBox([self.view, self.picture], layout=W.Layout(align_items="flex-start", grid_gap="12px"))
         self.set_trait("children", tuple(body if child is self.view else child for child in getattr(self, "children")))
         first = module if module is not None else next(
             (n for n in self.named if n and self._clean[n].calls), next(iter(self.named)))
