@@ -235,11 +235,11 @@ class Summary:
                 if values.numel() == 0:
                     return summary
                 lo, hi = torch.aminmax(values)
-            if values.numel() > 1:
-                std, mean = torch.std_mean(values)
-                summary.mean, summary.std = mean.item(), std.item()
-            else:
-                summary.mean, summary.std = values.item(), 0.0
+            mean = values.mean()
+            summary.mean, summary.std = mean.item(), 0.0
+            if values.numel() > 1:  # two passes: mean, then the spread around it (much faster than std_mean)
+                spread = values - mean
+                summary.std = (spread.dot(spread) / (values.numel() - 1)).sqrt().item()
             summary.zeros = 1.0 - torch.count_nonzero(values).item() / values.numel()
             summary.lo, summary.hi = lo.item(), hi.item()
             top = summary.hi if summary.hi > summary.lo else summary.lo + 1.0
