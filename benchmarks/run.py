@@ -2,8 +2,10 @@
 
 Full: hook overhead (40 interleaved repetitions), memory over 1,000 recorded passes, the tiny
 CNN of notebooks 06 and 07 trained from 5 seeds per kind of data, every notebook and every live
-panel (20 changes per panel); writes ``benchmarks/RESULTS.md`` and exits 1 if a floor is missed.
-Quick: a few repetitions, 30 passes, one seed, notebook 00 only, 6 changes per panel, one PyTorch thread; writes ``benchmarks/out/results-quick.md`` (git-ignored) and
+panel (20 changes per panel), ``hooklab.explore`` on resnet18 at 224×224 (40 updates); writes
+``benchmarks/RESULTS.md`` and exits 1 if a floor is missed.
+Quick: a few repetitions, 30 passes, one seed, notebook 00 only, 6 changes per panel, 8 explore
+updates, one PyTorch thread; writes ``benchmarks/out/results-quick.md`` (git-ignored) and
 never fails on a floor (the floors hold for the full run on a quiet machine, not for a short run
 on a busy one).
 Raw figures go to ``benchmarks/out/results[-quick].json`` either way.
@@ -28,11 +30,12 @@ OUT = HERE / "out"
 #: Settings per mode.
 MODES: dict[str, dict[str, Any]] = {
     "full": {"reps": 40, "forwards": 2, "one_shot_reps": 20, "passes": 1000, "seeds": [0, 1, 2, 3, 4],
-             "other_cpu": True, "notebooks": None, "changes": 20, "portability_seeds": [3, 4, 5]},
+             "other_cpu": True, "notebooks": None, "changes": 20, "portability_seeds": [3, 4, 5],
+             "explore_changes": 40},
     "quick": {"reps": 4, "forwards": 1, "one_shot_reps": 2, "passes": 30, "seeds": [0], "other_cpu": False,
-              "notebooks": ["00"], "changes": 6, "portability_seeds": []},
+              "notebooks": ["00"], "changes": 6, "portability_seeds": [], "explore_changes": 8},
 }
-SECTIONS = ("overhead", "memory", "models", "notebooks", "portability")
+SECTIONS = ("overhead", "memory", "models", "notebooks", "portability", "explore")
 
 
 # ---------------------------------------------------------------- the machine
@@ -142,6 +145,10 @@ def collect(mode: str = "full", sections: tuple[str, ...] = SECTIONS, notebooks:
         log(f"[bench] portable outputs: notebooks {', '.join(portability.TRAINED)} with seeds "
             f"{cfg['portability_seeds']}, on both kernel sets ...")
         results["portability"] = portability.run(seeds=tuple(cfg["portability_seeds"]))
+    if "explore" in sections:
+        from . import explore
+        log(f"[bench] hooklab.explore on resnet18 at 224×224: {cfg['explore_changes']} updates ...")
+        results["explore"] = explore.run(changes=cfg["explore_changes"])
     results["machine"]["load_end"] = _load()
     results["seconds"] = time.perf_counter() - started
     return results
@@ -164,6 +171,9 @@ def floors(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
     if "portability" in results:
         from . import portability
         rows += portability.floors(results["portability"])
+    if "explore" in results:
+        from . import explore
+        rows += explore.floors(results["explore"])
     if "notebooks" in results:
         n = results["notebooks"]
         for r in n["notebooks"]:
@@ -191,7 +201,7 @@ def markdown(results: dict[str, Any]) -> str:
     """RESULTS.md: the machine, the floors, then one section per part that was run."""
     lines = _md_header(results)
     sections = [("overhead", _md_overhead), ("memory", _md_memory), ("models", None), ("portability", None),
-                ("notebooks", _md_notebooks)]
+                ("explore", None), ("notebooks", _md_notebooks)]
     for name, render in sections:
         if name not in results:
             continue
@@ -375,6 +385,11 @@ def summary(results: dict[str, Any]) -> str:
                                for p in r["panels"]) or "no panel"
             lines.append(f"{r['notebook']}: {r['seconds']:.1f} s; {panels}")
         lines.append(f"all notebooks: {n['total_s']:.1f} s")
+    if "explore" in results:
+        e = results["explore"]
+        lines.append(f"explore resnet18: median update {e['median_ms']:.1f} ms (ran the model {e['ran_model']} of "
+                     f"{e['changes']} times, median {e['median_ran_model_ms'] or 0:.1f} ms; forward alone "
+                     f"{e['forward_alone_ms']:.1f} ms); build {e['build_ms']:.0f} ms")
     rows = floors(results)
     missed = [name for name, _, ok in rows if not ok]
     lines.append(f"floors met: {len(rows) - len(missed)} of {len(rows)}" +

@@ -9,6 +9,7 @@ The path from a notebook cell to PyTorch stays short: one ``hooklab`` call, then
 * :func:`trace` lists the hook events of one forward/backward pass.
 * :func:`registered_hooks` / :func:`count_hooks` show what is registered right now.
 * :class:`Panel` is a live lab; :mod:`hooklab.checker` checks exercises.
+* :func:`explore` is a live lab for any model: pick a module, watch its output, intervene.
 * :func:`claim` and :func:`approx` print figures that hold on any CPU (:mod:`hooklab.portable`);
   :func:`recorded_with` says so when this torch is not the one that recorded the stored outputs.
 """
@@ -16,6 +17,7 @@ The path from a notebook cell to PyTorch stays short: one ``hooklab`` call, then
 from . import checker, plots
 from .callbacks import Callbacks
 from .checker import Exercise, Mistake, Verdict
+from .explore import Explorer, explore
 from .hooks import Hooks
 from .inspection import count_hooks, registered_hooks
 from .portable import approx, claim, recorded_with
@@ -29,6 +31,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Callbacks",
     "Exercise",
+    "Explorer",
     "Hooks",
     "Mistake",
     "Panel",
@@ -39,6 +42,7 @@ __all__ = [
     "claim",
     "count_hooks",
     "detach",
+    "explore",
     "module",
     "module_names",
     "plots",

@@ -17,19 +17,52 @@ A cell can drive the panel from code, which fires the same callbacks a click doe
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
 import html
 import re
 import time
-from typing import Any, Callable, ClassVar, Mapping, Union
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence, Union
 
 import ipywidgets as W
 
 from .hooks import Hooks
 
-__all__ = ["Panel"]
+__all__ = ["Panel", "filter_options"]
 
 #: What a render function returns: an HTML string, or rows ``{label: value}`` shown as a table.
 View = Union[str, Mapping[str, Any]]
+
+_GLOB = set("*?[")
+
+
+def _label(option: Any) -> str:
+    return str(option[0]) if isinstance(option, tuple) else str(option)
+
+
+def filter_options(options: Sequence[Any], text: str) -> list[Any]:
+    """The options whose label matches every word of ``text`` (all of them when ``text`` is blank).
+
+    Options are labels, or ``(label, value)`` pairs as ``ipywidgets.Dropdown`` takes them. Case
+    does not matter. A word with a glob character (``*``, ``?``, ``[``) must match one whole word
+    of the label; any other word must appear somewhere in it.
+
+    >>> layers = ["conv1 · Conv2d · leaf", "layer1.0.conv1 · Conv2d · leaf", "layer1 · Sequential · container"]
+    >>> filter_options(layers, "layer1.*")
+    ['layer1.0.conv1 · Conv2d · leaf']
+    >>> filter_options(layers, "conv2d"), len(filter_options(layers, "  "))
+    (['conv1 · Conv2d · leaf', 'layer1.0.conv1 · Conv2d · leaf'], 3)
+    >>> filter_options([("relu · ReLU", "relu"), ("fc · Linear", "fc")], "lin")
+    [('fc · Linear', 'fc')]
+    """
+    terms = text.lower().split()
+    kept = []
+    for option in options:
+        label = _label(option).lower()
+        words = label.split()
+        if all(any(fnmatch.fnmatchcase(w, t) for w in words) if _GLOB & set(t) else t in label for t in terms):
+            kept.append(option)
+    return kept
 
 
 def _fmt(value: Any) -> str:
@@ -74,6 +107,8 @@ class Panel(W.VBox):
         self.last_update_ms = 0.0
         self.updates = 0
         self._pending: list[str | None] | None = None  # inside set(): what changed, applied once at the end
+        self._quiet = 0  # inside _silenced(): value changes re-register nothing and render nothing
+        self._filters: dict[str, list[tuple[str, list[Any]]]] = {}  # text control -> [(dropdown, all its options)]
         self._controls = W.VBox([])
         self.view = W.HTML()
         self.image = W.Image(format="png", layout=W.Layout(max_width="640px")) if plot else None
@@ -111,14 +146,49 @@ class Panel(W.VBox):
                                style={"description_width": "initial"})
         return self._add_input(name, slider)
 
-    def dropdown(self, name: str, options: Any, value: Any = None, *, description: str | None = None) -> W.Dropdown:
-        """A dropdown whose value hooks read from ``panel.values[name]``."""
+    def dropdown(self, name: str, options: Any, value: Any = None, *, description: str | None = None,
+                 filter_by: str | None = None) -> W.Dropdown:
+        """A dropdown whose value hooks read from ``panel.values[name]``.
+
+        ``filter_by`` names a :meth:`textbox` of this panel that narrows the options, for a
+        long list (every module of a model): only the options whose label matches the text are
+        listed (see :func:`filter_options`). Text that matches nothing leaves the list as it was.
+        The chosen option stays chosen while it is listed; when the filter hides it, the first one
+        listed is chosen.
+        """
+        if filter_by is not None and not isinstance(self._inputs.get(filter_by), W.Text):
+            raise ValueError(f"filter_by={filter_by!r} must name a textbox added before this dropdown: "
+                             f"call panel.textbox({filter_by!r}) first.")
         self._check_new(name)
         dropdown = W.Dropdown(options=options, description=description or name,
                               style={"description_width": "initial"})
         if value is not None:
             dropdown.value = value
-        return self._add_input(name, dropdown)
+        if filter_by is not None:
+            self._filters.setdefault(filter_by, []).append((name, list(dropdown.options)))
+        widget = self._add_input(name, dropdown)
+        if filter_by is not None:
+            self._narrow(filter_by)
+        return widget
+
+    def textbox(self, name: str, value: str = "", *, description: str | None = None,
+             placeholder: str = "") -> W.Text:
+        """A text box whose value hooks read from ``panel.values[name]``; it applies when you
+        press Enter or leave the box. Pass its name as ``filter_by`` to a :meth:`dropdown` to make
+        it narrow that dropdown's options.
+
+        >>> import hooklab
+        >>> panel = hooklab.Panel("filter demo", lambda p: {"picked": p.values["layer"]})
+        >>> _ = panel.textbox("find"); _ = panel.dropdown("layer", ["conv1", "bn1", "layer1.conv1"], filter_by="find")
+        >>> panel.set(find="conv")["picked"], panel.options("layer")
+        ('conv1', ['conv1', 'layer1.conv1'])
+        >>> panel.set(find="bn")["picked"]  # conv1 is no longer listed: the first one listed is picked
+        'bn1'
+        """
+        self._check_new(name)
+        box = W.Text(value=value, placeholder=placeholder, description=description or name,
+                     continuous_update=False, style={"description_width": "initial"})
+        return self._add_input(name, box)
 
     def _check_new(self, name: str) -> None:
         if name in self._order:
@@ -131,18 +201,59 @@ class Panel(W.VBox):
 
     def _add_input(self, name: str, widget: W.ValueWidget) -> Any:
         self._inputs[name] = widget
-        widget.observe(lambda change: self._changed(None), names="value")
+        widget.observe(lambda change, n=name: self._changed(None, n), names="value")
         self._add_control(widget)
         return widget
+
+    def options(self, name: str) -> list[Any]:
+        """The options a dropdown lists right now (a filter may have narrowed them)."""
+        return list(self._inputs[name].options)
+
+    def _narrow(self, text_name: str) -> None:
+        """List, in each dropdown this text control filters, the options that match its text."""
+        text = self._inputs[text_name].value
+        for dropdown_name, everything in self._filters.get(text_name, []):
+            kept = filter_options(everything, text) if text.strip() else everything
+            widget = self._inputs[dropdown_name]
+            if kept and list(widget.options) != kept:  # a text that matches nothing changes nothing
+                chosen = widget.value
+                with self._silenced():  # the change of text re-renders once, below
+                    widget.options = kept  # ipywidgets then picks the first option listed
+                    if chosen in widget._options_values:
+                        widget.value = chosen
+
+    def _not_listed(self, name: str, value: Any) -> str:
+        listed = list(self._inputs[name]._options_values)
+        narrowed = [(t, opts) for t, pairs in self._filters.items() for d, opts in pairs if d == name]
+        hint = ""
+        if narrowed and len(listed) < len(narrowed[0][1]):
+            text = narrowed[0][0]
+            hint = f" while {text!r} is {self._inputs[text].value!r}: set {text}='' (or one that lists it) first"
+        more = " ..." if len(listed) > 12 else ""
+        return f"{value!r} is not an option of {name!r}{hint}. It lists {listed[:12]}{more}."
+
+    @contextlib.contextmanager
+    def _silenced(self) -> Iterator[None]:
+        """Change control values without re-registering hooks or rendering for each change."""
+        self._quiet += 1
+        try:
+            yield
+        finally:
+            self._quiet -= 1
 
     @property
     def values(self) -> dict[str, Any]:
         """Every control's current value, by name."""
         return {n: self._toggles[n][0].value if n in self._toggles else self._inputs[n].value for n in self._order}
 
-    def _changed(self, toggle: str | None) -> None:
-        """A control changed (``toggle``: that checkbox; ``None``: a slider or dropdown, which every
-        ticked hook may read). Inside :meth:`set`, only noted; applied once at its end."""
+    def _changed(self, toggle: str | None, source: str | None = None) -> None:
+        """A control changed (``toggle``: that checkbox; ``None``: a slider, dropdown or text
+        ``source``, which every ticked hook may read). Inside :meth:`set`, only noted; applied once
+        at its end."""
+        if self._quiet:
+            return
+        if source in self._filters:
+            self._narrow(source)
         if self._pending is not None:
             self._pending.append(toggle)
         else:
@@ -162,7 +273,7 @@ class Panel(W.VBox):
         self.refresh()
 
     def _show_error(self, exc: Exception) -> None:
-        self.error = exc
+        self.error, self.rows = exc, {}  # the view shows only the error now
         self.view.value = f"<pre style='color:#b00'>{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</pre>"
 
     def _fresh(self) -> None:
@@ -210,7 +321,10 @@ class Panel(W.VBox):
                 if name in self._toggles:
                     self._toggles[name][0].value = bool(value)
                 else:
-                    self._inputs[name].value = value
+                    widget = self._inputs[name]
+                    if isinstance(widget, W.Dropdown) and value not in widget._options_values:
+                        raise ValueError(self._not_listed(name, value))
+                    widget.value = value
         finally:
             changed, self._pending = self._pending, None
         if changed:

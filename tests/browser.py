@@ -294,6 +294,9 @@ _JS_PANELS = """async (withPlot) => {
                        min: parseFloat(h.getAttribute('aria-valuemin')), max: parseFloat(h.getAttribute('aria-valuemax')),
                        now: parseFloat(h.getAttribute('aria-valuenow')),
                        disabled: c.querySelector('.slider').hasAttribute('disabled') || !!c.querySelector('[disabled]')});
+      } else if (cl.contains('widget-text')) {
+        const input = c.querySelector('input');
+        controls.push({kind: 'text', label: label.trim(), value: input.value, disabled: input.disabled});
       } else if (cl.contains('widget-dropdown')) {
         const sel = c.querySelector('select');
         // ipywidgets shows spaces in option labels as no-break spaces: give them back as spaces
@@ -533,6 +536,23 @@ class NotebookPage:
         assert self.control(label)["value"] == option, f"{self.name}: dropdown {label!r} did not show {option!r}"
         return view
 
+    def type_text(self, label: str, text: str) -> View:
+        """Type ``text`` into a text box (replacing what it held) and press Enter."""
+        if self.control(label)["value"] == text:
+            return self.view()
+        box = self._control_locator(label).locator("input")
+
+        def act() -> None:
+            box.click()
+            self.page.keyboard.press("Control+A")
+            self.page.keyboard.press("Backspace")
+            if text:
+                self.page.keyboard.type(text)
+            self.page.keyboard.press("Enter")
+        view = self._acted(act, f"type {text!r} into {label!r}")
+        assert self.control(label)["value"] == text, f"{self.name}: the text box {label!r} does not show {text!r}"
+        return view
+
     def set(self, label: str, value: Any) -> View:
         kind = self.control(label)["kind"]
         if kind == "checkbox":
@@ -541,6 +561,8 @@ class NotebookPage:
             return self.set_slider(label, float(value))
         if kind == "dropdown":
             return self.pick(label, str(value))
+        if kind == "text":
+            return self.type_text(label, str(value))
         raise AssertionError(f"{self.name}: cannot set control {label!r} of kind {kind}")
 
     # ------------------------------------------------------------------ pictures

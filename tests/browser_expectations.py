@@ -8,9 +8,12 @@ An entry maps the notebook's file name to:
 
 * ``panel``: the panel's title, when the notebook shows more than one live panel (optional);
 * ``controls``: the labels of every control, in order (the panel must have exactly these);
+* ``type``: for each text box, what the generic checks type into it (each text must change the
+  view or a dropdown's options; typing the original back must restore both);
 * ``steps``: ``Step(what, set={label: value}, expect={row label: expectation})``, run in order.
   ``set`` changes controls as a person would (click a checkbox, type into a slider's readout,
-  pick in a dropdown), in the order given; a control already at that value is left alone.
+  pick in a dropdown, type into a text box and press Enter), in the order given; a control already
+  at that value is left alone.
   Each expectation is the text the view's table shows in that row (``"0"``,
   ``"[-0.134, 0.037]"``), one of the relations below, or a list of these:
 
@@ -42,6 +45,7 @@ class Step:
 
 
 SCALE, FACTOR, ZERO = "scale layer 0's output", "factor", "zero the input"
+NORM2_0, NORM2_1 = "encoder.layers.0.norm2 · LayerNorm · leaf", "encoder.layers.1.norm2 · LayerNorm · leaf"
 
 EXPECTATIONS: dict[str, dict[str, Any]] = {
     "00_start_here.ipynb": {
@@ -251,6 +255,38 @@ EXPECTATIONS: dict[str, dict[str, Any]] = {
             Step("back to the start",
                  {"test image": "0", "class": "predicted", "layer": "relu2"},
                  {"true class": FIRST, "peak": FIRST, "peak on the shape": FIRST}),
+        ],
+    },
+    # ------------------------------------------------------------------ 09: hooklab.explore on a text classifier
+    "09_bring_your_own_model.ipynb": {
+        "controls": ["filter", "module", "zero its output", "add noise", "noise (× std)", "scale its output",
+                     "factor", "clamp its output", "clamp at ± (× std)"],
+        "type": {"filter": ["linear2", "no-such-module"]},
+        "steps": [
+            Step("start: encoder.layers.0.norm2, nothing on",
+                 {"filter": "", "module": NORM2_0, "zero its output": False, "add noise": False, "noise (× std)": 0.5,
+                  "scale its output": False, "factor": 2.0, "clamp its output": False, "clamp at ± (× std)": 1.0},
+                 {"std": "1.003", "calls per forward": "1", "output change": "0", "hooks on the model": "0",
+                  "listed": "all 25 modules"}),
+            Step("zero its output: the scores move",
+                 {"zero its output": True},
+                 {"std": "0", "interventions": "zero", "output change": "1.89", "hooks on the model": "1"}),
+            Step("the zero hook follows the module picked",
+                 {"module": NORM2_1},
+                 {"output change": "0.798", "hooks on the model": "1"}),
+            Step("the filter lists the two linear2 layers; the first is picked, the hook moves with it",
+                 {"filter": "linear2"},
+                 {"listed": "2 of 25 match 'linear2'", "type": "Linear · leaf", "std": "0",
+                  "output change": "0.221", "hooks on the model": "1"}),
+            Step("scale by -1 instead of zeroing",
+                 {"zero its output": False, "scale its output": True, "factor": -1.0},
+                 {"interventions": "scale ×-1", "std": "0.2388", "output change": "0.479"}),
+            Step("noise of 2 standard deviations instead",
+                 {"scale its output": False, "add noise": True, "noise (× std)": 2.0},
+                 {"interventions": "noise 2×std", "std": "0.5455", "output change": "0.317"}),
+            Step("noise off, the whole list, back to encoder.layers.0.norm2: the start again",
+                 {"add noise": False, "filter": "", "module": NORM2_0},
+                 {"std": FIRST, "output change": "0", "hooks on the model": "0", "listed": "all 25 modules"}),
         ],
     },
 }

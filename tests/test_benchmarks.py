@@ -215,3 +215,19 @@ def test_portability_runs_a_notebook_with_another_seed_and_compares_as_nbval_doe
     floors = portability.floors({"seeds": [3], "kernel_sets": ["this CPU"], "runs": [{**found, "kernels": "this CPU"}]})
     assert floors[0][1:] == ("1", False)
     assert portability._other_cpu_env()["ATEN_CPU_CAPABILITY"] == "default"
+
+
+def test_explore_section_drives_the_panel_and_reports_what_it_recomputed():
+    from benchmarks import explore
+    r = explore.run(changes=10, size=64)
+    assert r["changes"] == 10 and r["errors"] == [] and r["hooks_left"] == 0
+    assert r["skipped"] == ["filter"]  # a text box: the driver has no values to cycle through
+    assert [c.split(" ")[0] for c in r["controls"]][:3] == ["module", "zero", "noise"]
+    assert 0 < r["ran_model"] < r["changes"]  # some updates read the record, the others ran the model
+    assert all(_positive(r[k]) for k in ("build_ms", "forward_alone_ms", "median_ms", "median_ran_model_ms",
+                                         "median_cached_ms"))
+    assert all(("forward ms" in u) == u["ran the model"] for u in r["updates"])
+    [(name, measured, ok)] = explore.floors(r)
+    assert "median update ≤ 150 ms" in name and measured.endswith("0 hooks") and isinstance(ok, bool)
+    text = "\n".join(explore.markdown(r))
+    assert "## hooklab.explore" in text and "| ran the model |" in text

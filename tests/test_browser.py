@@ -12,7 +12,10 @@ Per notebook (each notebook under notebooks/ is picked up by itself):
    (screenshot ``NN-3-all-ticked.png``) and untick them all; move each slider to an end with the
    keyboard and type its value back (it must change the view with no checkbox or with one
    ticked, and going back must restore the view); pick every option of each dropdown (same rule;
-   a long list, like every layer of a ResNet, gets 10 options spread from first to last);
+   a long list, like every layer of a ResNet, gets 10 options spread from first to last); type
+   each of the texts the expectations give for a text box (each must change the view or the
+   options a dropdown lists) and type the original back (the options must come back exactly; a
+   dropdown whose choice the text changed is set back, and then the view must come back too);
 4. the notebook's specific expectations from tests/browser_expectations.py (exact values);
 5. no new error, no JavaScript error; screenshot ``NN-4-after.png``.
 
@@ -107,8 +110,9 @@ def assert_restored(nb: NotebookPage, want: View, got: View, what: str) -> None:
     assert got.plot == want.plot, f"{nb.name}: after {what} the view's text came back but the plot did not"
 
 
-def exercise_panel(nb: NotebookPage, exercised: list[str], screenshot: bool) -> None:
-    """The generic checks every live panel gets."""
+def exercise_panel(nb: NotebookPage, exercised: list[str], screenshot: bool,
+                   texts: dict[str, list[str]] | None = None) -> None:
+    """The generic checks every live panel gets (``texts``: what to type into each text box)."""
     panel = nb.panel()
     unknown = [c for c in panel["controls"] if c["kind"] == "unknown"]
     assert not unknown, f"{nb.name}: the test cannot operate these controls yet (add them to tests/browser.py): {unknown}"
@@ -117,6 +121,10 @@ def exercise_panel(nb: NotebookPage, exercised: list[str], screenshot: bool) -> 
     toggles = [c["label"] for c in panel["controls"] if c["kind"] == "checkbox"]
     sliders = [c for c in panel["controls"] if c["kind"] == "slider"]
     dropdowns = [c for c in panel["controls"] if c["kind"] == "dropdown"]
+    text_boxes = [c["label"] for c in panel["controls"] if c["kind"] == "text"]
+    missing = [label for label in text_boxes if not (texts or {}).get(label)]
+    assert not missing, (f"{nb.name}: no texts to type into the text box(es) {missing}: give some under 'type' "
+                         "in tests/browser_expectations.py")
 
     for label in toggles:
         before = nb.view()
@@ -190,7 +198,31 @@ def exercise_panel(nb: NotebookPage, exercised: list[str], screenshot: bool) -> 
         exercised.append(f"dropdown {label!r}: {len(picked)} of {len(dropdown['options'])} options picked {picked}; "
                          f"{found[1]} change the view with {found[0] or 'no checkbox'} ticked")
 
+    for label in text_boxes:
+        original = nb.control(label)["value"]
+        for text in (texts or {})[label]:
+            before, options = nb.view(), _dropdown_state(nb)
+            typed = nb.type_text(label, text)
+            changed_options = _dropdown_state(nb) != options
+            assert differs(typed, before) or changed_options, (
+                f"{nb.name}: typing {text!r} into {label!r} changed neither the view nor a dropdown's options")
+            nb.type_text(label, original)
+            now = _dropdown_state(nb)
+            assert [o for o, _ in now] == [o for o, _ in options], (
+                f"{nb.name}: typing {original!r} back into {label!r} did not bring back the dropdowns' options")
+            for dropdown, (_, value), (_, was) in zip([d["label"] for d in dropdowns], now, options):
+                if value != was:  # the text had hidden the option chosen: choose it again
+                    nb.pick(dropdown, was)
+            assert_restored(nb, before, nb.view(), f"typing {text!r} into {label!r} and {original!r} back")
+            exercised.append(f"text box {label!r}: typed {text!r}: {typed}"
+                             f"{' (the options changed)' if changed_options else ''}  ->  back")
+
     assert_restored(nb, start, nb.view(), "operating every control and putting it back")
+
+
+def _dropdown_state(nb: NotebookPage) -> list[tuple[tuple[str, ...], str]]:
+    """(options, chosen option) of each dropdown of the panel, in order."""
+    return [(tuple(c["options"]), c["value"]) for c in nb.panel()["controls"] if c["kind"] == "dropdown"]
 
 
 def check_expectations(nb: NotebookPage, spec: dict[str, Any], exercised: list[str]) -> None:
@@ -263,7 +295,8 @@ def test_notebook_in_browser(path: Path, browser: tuple[Any, str], lab: Lab | No
             if n == 0:
                 nb.screenshot("2-before")
             exercised.append(f"panel {nb.panel()['title']!r}")
-            exercise_panel(nb, exercised, screenshot=(n == 0))
+            exercise_panel(nb, exercised, screenshot=(n == 0),
+                           texts=EXPECTATIONS.get(path.name, {}).get("type"))
         spec = EXPECTATIONS.get(path.name)
         if spec:
             titles = [nb.panels()[i]["title"] for i in live]

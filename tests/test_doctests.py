@@ -23,6 +23,7 @@ def test_docstring_examples(name: str) -> None:
 def test_examples_exist_in_core_modules() -> None:
     finder = doctest.DocTestFinder()
     for name in ["hooklab.hooks", "hooklab.selection", "hooklab.recording", "hooklab.tracing",
-                 "hooklab.inspection", "hooklab.widgets", "hooklab.checker", "hooklab.callbacks"]:
+                 "hooklab.inspection", "hooklab.widgets", "hooklab.checker", "hooklab.callbacks",
+                 "hooklab.explore"]:
         examples = sum(len(t.examples) for t in finder.find(importlib.import_module(name)))
         assert examples > 0, f"{name} has no docstring example"

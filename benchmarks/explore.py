@@ -1,0 +1,165 @@
+"""``hooklab.explore`` on ``resnet18(weights=None)`` at batch 1, 3×224×224.
+
+Measured: building the panel (its one pass with autograd over every module, then one without);
+a forward pass alone, without hooks, with the panel's number of threads (what an update that
+runs the model cannot go below); and ``changes`` updates driven from Python with the same driver
+as the notebooks' panels (its controls in turn: toggles on and off, sliders between their ends,
+the module dropdown through its options; the filter, a text box, is left alone). For every
+update the panel's own profile says what it recomputed: a forward pass (a new combination of
+module and interventions) or nothing (a module picked without interventions, or a combination
+seen before), and how long the forward pass, the statistics and the picture took.
+
+Floor: the median update at most 150 ms. Afterwards ``panel.remove()`` must leave 0 hooks.
+
+Run alone: ``python -m benchmarks.explore [changes]`` prints the result as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from typing import Any
+
+MEDIAN_LIMIT_MS = 150.0
+
+
+def _driver() -> dict[str, Any]:
+    """The notebooks' panel driver (benchmarks/notebooks.py), loaded as functions."""
+    from .notebooks import PANEL_CODE
+    namespace: dict[str, Any] = {}
+    exec(PANEL_CODE.split("print(__MARK__")[0], namespace)
+    return namespace
+
+
+def run(changes: int = 40, size: int = 224, threads: int | None = 1) -> dict[str, Any]:
+    """Build the panel, drive it ``changes`` times, remove it; return every figure."""
+    import torch
+    import torchvision
+
+    import hooklab
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    x = torch.randn(1, 3, size, size)
+
+    forward_ms = []
+    old = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        with torch.no_grad():
+            model(x)
+            for _ in range(5):
+                start = time.perf_counter()
+                model(x)
+                forward_ms.append((time.perf_counter() - start) * 1000)
+    finally:
+        torch.set_num_threads(old)
+
+    start = time.perf_counter()
+    panel = hooklab.explore(model, x, threads=threads, name="bench: explore resnet18")
+    panel.state()  # the first view, as showing the panel renders it
+    build_ms = (time.perf_counter() - start) * 1000
+
+    driver = _driver()
+    names = list(panel._order)
+    per_control = -(-changes // max(1, len(names)))
+    plan = {}
+    for name in names:
+        values, kind = driver["_bench_sequence"](panel, name, per_control)
+        if values:
+            plan[name] = (values, kind)
+    order = list(plan)
+    updates = []
+    for i in range(changes):
+        name = order[i % len(order)]
+        value = plan[name][0][i // len(order)]
+        before = dict(panel.profile)
+        start = time.perf_counter()
+        error = ""
+        try:
+            panel.set(**{name: value})
+        except Exception as exc:  # counted, and the floor then fails
+            error = f"{type(exc).__name__}: {exc}"
+        ms = (time.perf_counter() - start) * 1000
+        ran = panel.profile["forward passes"] - before.get("forward passes", 0)
+        updates.append({"control": name, "value": value if not isinstance(value, float) else round(value, 3),
+                        "ms": ms, "ran the model": bool(ran), "error": error,
+                        **{f"{k} ms": v for k, v in panel.timings.items()}})
+    hooks_during = panel.hook_count()
+    panel.remove()
+    hooks_left = hooklab.count_hooks(model)
+    times = [u["ms"] for u in updates]
+    ran = [u["ms"] for u in updates if u["ran the model"]]
+    cached = [u["ms"] for u in updates if not u["ran the model"]]
+
+    def med(values: list[float]) -> float | None:
+        return statistics.median(values) if values else None
+
+    median = med(times)
+    return {
+        "model": f"resnet18(weights=None), batch 1, 3×{size}×{size}",
+        "threads": threads,
+        "build_ms": build_ms,
+        "forward_alone_ms": med(forward_ms),
+        "changes": len(updates),
+        "controls": [f"{n} ({plan[n][1]})" for n in order],
+        "skipped": [n for n in names if n not in plan],
+        "median_ms": median,
+        "worst_ms": max(times) if times else None,
+        "ran_model": len(ran),
+        "median_ran_model_ms": med(ran),
+        "median_cached_ms": med(cached),
+        "median_forward_ms": med([u["forward ms"] for u in updates if "forward ms" in u]),
+        "median_picture_ms": med([u["picture ms"] for u in updates if "picture ms" in u]),
+        "errors": [u["error"] for u in updates if u["error"]],
+        "hooks_during": hooks_during,
+        "hooks_left": hooks_left,
+        "updates": updates,
+        "limit_ms": MEDIAN_LIMIT_MS,
+        "ok": median is not None and median <= MEDIAN_LIMIT_MS and hooks_left == 0 and not any(u["error"] for u in updates),
+    }
+
+
+def floors(result: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    errors = f" ({len(result['errors'])} errors)" if result["errors"] else ""
+    return [(f"hooklab.explore on {result['model']}: median update ≤ {result['limit_ms']:.0f} ms, 0 hooks after "
+             "remove()", f"{result['median_ms']:.1f} ms, {result['hooks_left']} hooks{errors}", result["ok"])]
+
+
+def markdown(result: dict[str, Any]) -> list[str]:
+    def ms(v: float | None) -> str:
+        return "–" if v is None else f"{v:.1f}"
+    threads = "PyTorch's setting" if result["threads"] is None else f"{result['threads']} thread" + (
+        "s" if result["threads"] != 1 else "")
+    lines = [
+        "", "## hooklab.explore", "",
+        f"`hooklab.explore(model, x)` on {result['model']} ({threads} while the panel runs the model). Building the "
+        f"panel (one pass with autograd recording every module, one without): {ms(result['build_ms'])} ms. A forward "
+        f"pass alone, without hooks: {ms(result['forward_alone_ms'])} ms (median of 5).",
+        "",
+        f"{result['changes']} updates, driven as the notebooks' panels are (controls in turn: "
+        f"{', '.join(result['controls'])}; not changed: {', '.join(result['skipped']) or 'none'}). An update runs "
+        "the model only for a combination of module and interventions not seen before; picking a module without "
+        "interventions reads the pass recorded when the panel was built.",
+        "",
+        "| updates | count | median ms |",
+        "| --- | --- | --- |",
+        f"| all | {result['changes']} | {ms(result['median_ms'])} (worst {ms(result['worst_ms'])}) |",
+        f"| ran the model | {result['ran_model']} | {ms(result['median_ran_model_ms'])} (of which the forward pass "
+        f"{ms(result['median_forward_ms'])}) |",
+        f"| read from the record | {result['changes'] - result['ran_model']} | {ms(result['median_cached_ms'])} |",
+        "",
+        f"Pictures (histogram and feature maps, drawn with Pillow): median {ms(result['median_picture_ms'])} ms when "
+        f"drawn, reused otherwise. Hooks while driven: {result['hooks_during']} at the end; after `panel.remove()`: "
+        f"{result['hooks_left']}.",
+    ]
+    if result["errors"]:
+        lines.append(f"\nErrors: {result['errors'][:3]}")
+    return lines
+
+
+if __name__ == "__main__":
+    import sys
+    print(json.dumps(run(int(sys.argv[1]) if len(sys.argv) > 1 else 20), indent=1, default=str))

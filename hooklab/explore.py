@@ -1,0 +1,825 @@
+"""A live lab for any model: ``hooklab.explore(model, example)``.
+
+Pick a module by name (a filter narrows a long list), see what comes out of it, switch
+interventions on and off, and watch the model's final output move. Everything it shows comes
+from the hooks the course teaches:
+
+* what a module outputs: a **forward hook** on it reads the output (its structure, shape, dtype,
+  how often the module runs per forward pass, mean, std, share of zeros, a histogram and, for a
+  4-D output, the first feature maps);
+* the gradient of a target with respect to that output: a **tensor hook registered from the
+  forward hook** on the output, filled by one backward pass (an in-place ReLU after the module
+  does not get in the way, as a full backward hook's would);
+* an intervention (zero, add noise, scale, clamp): one **forward hook** on the chosen module that
+  returns the edited output, registered when you tick its box and removed when you untick it.
+
+>>> import torch, torch.nn as nn, hooklab
+>>> _ = torch.manual_seed(0)
+>>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).eval()
+>>> panel = hooklab.explore(model, torch.randn(2, 4))
+>>> rows = panel.set(module="1", zero=False)
+>>> rows["module"], rows["type"], rows["output"], rows["calls per forward"]
+('1', 'ReLU · leaf', 'Tensor[2, 8]', 1)
+>>> rows = panel.set(zero=True)          # one forward hook on model[1] returns zeros
+>>> rows["zeros"], rows["hooks on the model"], rows["output change"] > 0
+(1.0, 1, True)
+>>> panel.remove(); hooklab.count_hooks(model)
+0
+
+What does not change is not computed again. One pass with autograd at the start records every
+module (its statistics and its gradient norm); picking another module reads from that record.
+Only an intervention runs the model again (without autograd), once per combination of module
+and interventions: results are kept, and the noise is seeded, so going back to an earlier
+combination costs nothing. If the model's weights or the example change in place, the record
+is made again at the next update.
+
+PyTorch's fused transformer kernels (the "fast path" of ``nn.TransformerEncoderLayer`` and
+``nn.MultiheadAttention`` in eval mode without autograd) skip the submodules, and with a padding
+mask they turn the batch into a nested tensor. ``explore`` switches that fast path off while it
+runs the model (``torch.backends.mha.set_fastpath_enabled(False)``, restored afterwards), so
+every pass runs the same Python code and every hook sees ordinary tensors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import html
+import io
+import math
+import time
+from collections import Counter, OrderedDict
+from typing import Any, Callable, Iterator
+
+import ipywidgets as W
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .hooks import Hooks, Registration
+from .inspection import count_hooks
+from .widgets import Panel, filter_options
+
+__all__ = ["explore", "Explorer", "Summary", "tensors_in", "describe", "map_tensors", "InterventionError"]
+
+#: What ``example`` may be: a tensor, a tuple of positional arguments, or an ``(args, kwargs)`` pair.
+Example = Any
+#: The interventions, in the order their checkboxes appear.
+INTERVENTIONS = ("zero", "noise", "scale", "clamp")
+_BINS = 40
+_MAPS = 16
+_TILE = 40  # feature maps are stored at most this many pixels a side (the picture shows them smaller)
+_VALUES = 256
+_CACHE = 64  # intervened views kept
+
+
+# ---------------------------------------------------------------------- structured outputs
+def _is_dataclass(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+def _children(value: Any) -> list[tuple[str, str, Any]] | None:
+    """``[(path suffix, label, child)]`` of a container output, or ``None`` for anything else."""
+    if _is_dataclass(value):
+        return [(f".{f.name}", f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple (PackedSequence, ...)
+        return [(f".{n}", n, v) for n, v in zip(value._fields, value)]
+    if isinstance(value, (tuple, list)):
+        return [(f"[{i}]", "", v) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return [(f"[{k!r}]", str(k), v) for k, v in value.items()]
+    return None
+
+
+def tensors_in(output: Any, path: str = "output") -> list[tuple[str, torch.Tensor]]:
+    """Every tensor inside ``output`` (tuples, lists, dicts, namedtuples, dataclasses), depth
+    first, with the path that reaches it.
+
+    >>> import torch
+    >>> out, (h, c) = torch.zeros(5, 1, 3), (torch.zeros(1, 1, 3), torch.zeros(1, 1, 3))
+    >>> [p for p, _ in tensors_in((out, (h, c)))]
+    ['output[0]', 'output[1][0]', 'output[1][1]']
+    >>> [p for p, _ in tensors_in({"logits": out, "mask": None})]
+    ["output['logits']"]
+    """
+    if isinstance(output, torch.Tensor):
+        return [(path, output)]
+    found: list[tuple[str, torch.Tensor]] = []
+    for suffix, _, child in _children(output) or []:
+        found += tensors_in(child, path + suffix)
+    return found
+
+
+def describe(output: Any) -> str:
+    """The structure of an output, with each tensor's shape (and its dtype when it is not the
+    default float type).
+
+    >>> import torch
+    >>> describe((torch.zeros(5, 1, 3), (torch.zeros(1, 1, 3), torch.zeros(1, 1, 3))))
+    'tuple(Tensor[5, 1, 3], tuple(Tensor[1, 1, 3], Tensor[1, 1, 3]))'
+    >>> describe({"ids": torch.zeros(2, dtype=torch.long), "loss": None})
+    'dict(ids: Tensor[2] int64, loss: None)'
+    """
+    if isinstance(output, torch.Tensor):
+        dtype = "" if output.dtype == torch.get_default_dtype() else f" {str(output.dtype).replace('torch.', '')}"
+        return f"Tensor{list(output.shape)}{dtype}"
+    if output is None:
+        return "None"
+    children = _children(output)
+    if children is None:
+        return type(output).__name__
+    name = type(output).__name__
+    if isinstance(output, (tuple, list)) and not hasattr(output, "_fields") and not _is_dataclass(output):
+        return f"{name}({', '.join(describe(c) for _, _, c in children)})"
+    return f"{name}({', '.join(f'{label}: {describe(c)}' for _, label, c in children)})"
+
+
+def map_tensors(output: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``output`` with ``fn`` applied to every floating-point tensor in it; the structure (tuple,
+    namedtuple, list, dict, dataclass) and every other value stay as they are.
+
+    >>> import torch
+    >>> out = map_tensors((torch.ones(2), (torch.ones(1), torch.arange(2))), lambda t: t * 3)
+    >>> out[0].tolist(), out[1][0].tolist(), out[1][1].tolist()
+    ([3.0, 3.0], [3.0], [0, 1])
+    """
+    if isinstance(output, torch.Tensor):
+        return fn(output) if output.is_floating_point() else output
+    if _is_dataclass(output):
+        changed = {f.name: map_tensors(getattr(output, f.name), fn) for f in dataclasses.fields(output)}
+        try:
+            return dataclasses.replace(output, **{f.name: changed[f.name] for f in dataclasses.fields(output) if f.init})
+        except (TypeError, ValueError):
+            import copy
+            clone = copy.copy(output)
+            for key, value in changed.items():
+                object.__setattr__(clone, key, value)
+            return clone
+    if isinstance(output, tuple) and hasattr(output, "_fields"):
+        return type(output)(*(map_tensors(v, fn) for v in output))
+    if isinstance(output, (tuple, list)):
+        return type(output)(map_tensors(v, fn) for v in output)
+    if isinstance(output, dict):
+        items = [(k, map_tensors(v, fn)) for k, v in output.items()]
+        try:
+            return type(output)(items)
+        except TypeError:
+            return dict(items)
+    return output
+
+
+# ---------------------------------------------------------------------- what one output shows
+def _sig(value: float, digits: int) -> float:
+    """``value`` rounded to ``digits`` significant digits (``-0.0`` as ``0.0``)."""
+    if value == 0 or not math.isfinite(value):
+        return 0.0 if value == 0 else value
+    return round(value, digits - 1 - math.floor(math.log10(abs(value)))) + 0.0
+
+
+def _round_like(value: float, scale: float, digits: int) -> float:
+    """``value`` rounded to the decimal place of ``scale``'s ``digits``-th significant digit.
+
+    >>> _round_like(-2.8e-09, 1.003, 4), _round_like(0.002847, 0.2033, 4), _round_like(5.25, 0.1, 4)
+    (0.0, 0.0028, 5.25)
+    """
+    if scale == 0 or not math.isfinite(scale) or not math.isfinite(value):
+        return _sig(value, digits)
+    places = digits - 1 - math.floor(math.log10(abs(scale)))
+    return round(value, places) + 0.0
+
+
+def _std(t: torch.Tensor) -> torch.Tensor:
+    return t.float().std() if t.numel() > 1 else torch.zeros((), device=t.device)
+
+
+@dataclasses.dataclass
+class Summary:
+    """What one output of a module shows: its structure, and the figures of its first
+    floating-point tensor (``path``). Small: the output itself is not kept."""
+
+    structure: str
+    path: str | None = None
+    shape: list[int] | None = None
+    dtype: str | None = None
+    numel: int = 0
+    mean: float | None = None
+    std: float | None = None
+    zeros: float | None = None
+    lo: float = 0.0
+    hi: float = 1.0
+    counts: torch.Tensor | None = None  # a histogram: _BINS counts between lo and hi
+    nonfinite: int = 0
+    preview: torch.Tensor | None = None  # the first feature maps tiled [H, W] in [0, 1], or the first values
+    maps: tuple[int, int] | None = None  # (shown, all) channels when the preview is feature maps
+
+    @classmethod
+    def of(cls, output: Any) -> "Summary":
+        """Summarise ``output`` (read-only: nothing is kept that a later in-place operation could change)."""
+        summary = cls(describe(output))
+        main = next(((p, t) for p, t in tensors_in(output) if t.is_floating_point()), None)
+        if main is None:
+            return summary
+        path, t = main
+        with torch.no_grad():
+            t = t.detach()
+            summary.path, summary.shape, summary.numel = path, list(t.shape), t.numel()
+            summary.dtype = str(t.dtype).replace("torch.", "")
+            if t.numel() == 0:
+                return summary
+            values = t.float().flatten()
+            lo, hi = torch.aminmax(values)
+            if not (math.isfinite(lo.item()) and math.isfinite(hi.item())):  # NaN or inf somewhere: leave them out
+                finite = torch.isfinite(values)
+                summary.nonfinite = int((~finite).sum())
+                values = values[finite]
+                if values.numel() == 0:
+                    return summary
+                lo, hi = torch.aminmax(values)
+            mean = values.mean()
+            summary.mean, summary.std = mean.item(), 0.0
+            if values.numel() > 1:  # two passes: mean, then the spread around it (much faster than std_mean)
+                spread = values - mean
+                summary.std = (spread.dot(spread) / (values.numel() - 1)).sqrt().item()
+            summary.zeros = 1.0 - torch.count_nonzero(values).item() / values.numel()
+            summary.lo, summary.hi = lo.item(), hi.item()
+            top = summary.hi if summary.hi > summary.lo else summary.lo + 1.0
+            summary.counts = torch.histc(values.cpu(), bins=_BINS, min=summary.lo, max=top)
+            if t.dim() == 4 and t.shape[-1] * t.shape[-2] > 1:
+                maps = t[0, :_MAPS].float().cpu()
+                if maps.shape[-2] > _TILE or maps.shape[-1] > _TILE:
+                    maps = F.adaptive_avg_pool2d(maps, (min(maps.shape[-2], _TILE), min(maps.shape[-1], _TILE)))
+                summary.preview = _mosaic(maps)
+                summary.maps = (maps.shape[0], t.shape[1])
+            else:
+                summary.preview = values[:_VALUES].cpu().clone()
+        return summary
+
+
+def _mosaic(maps: torch.Tensor, pad: int = 1) -> torch.Tensor:
+    """``[C, H, W]`` tiled into one ``[H', W']`` image, each channel scaled to [0, 1], gaps of 1."""
+    c, h, w = maps.shape
+    lo = maps.amin(dim=(1, 2), keepdim=True)
+    hi = maps.amax(dim=(1, 2), keepdim=True)
+    maps = (maps - lo) / (hi - lo).clamp_min(1e-12)
+    cols = math.ceil(math.sqrt(c))
+    rows = math.ceil(c / cols)
+    tiles = torch.ones(rows * cols, h + pad, w + pad)
+    tiles[:c, :h, :w] = maps
+    out = tiles.view(rows, cols, h + pad, w + pad).permute(0, 2, 1, 3).reshape(rows * (h + pad), cols * (w + pad))
+    return out[: rows * (h + pad) - pad, : cols * (w + pad) - pad]
+
+
+# ---------------------------------------------------------------------- the picture
+_FONT: list[Any] = []
+#: The picture's palette: white, ink, grey, blue, then a ramp of greys for the feature maps.
+_WHITE, _INK, _GREY, _BLUE, _RAMP, _LEVELS = 0, 1, 2, 3, 4, 252
+_PALETTE = [255, 255, 255, 34, 34, 34, 102, 102, 102, 76, 114, 176] + [
+    round(255 * i / (_LEVELS - 1)) for i in range(_LEVELS) for _ in range(3)]
+
+
+def _font() -> Any:
+    if not _FONT:
+        from PIL import ImageFont
+        try:
+            _FONT.append(ImageFont.load_default(size=12))
+        except (TypeError, OSError):  # an older Pillow, or one without FreeType
+            _FONT.append(ImageFont.load_default())
+    return _FONT[0]
+
+
+def picture(summary: Summary, title: str = "", size: tuple[int, int] = (460, 220)) -> bytes:
+    """A PNG of one output: ``title`` on top, its histogram on the left, and on the right its
+    first feature maps (4-D outputs) or its first values as a line.
+
+    Drawn with Pillow straight into pixels (a few milliseconds, where a matplotlib figure takes
+    tens), because a live panel redraws it on every change.
+
+    >>> import torch
+    >>> picture(Summary.of(torch.rand(1, 4, 8, 8)), "conv1")[:4]
+    b'\\x89PNG'
+    """
+    from PIL import Image, ImageDraw
+
+    width, height = size
+    image = Image.new("P", size, _WHITE)  # one byte a pixel: encodes three times faster than RGB
+    image.putpalette(_PALETTE)
+    draw = ImageDraw.Draw(image)
+    font = _font()
+    half = width // 2
+    if title:
+        draw.text((8, 2), title, fill=_INK, font=font)
+    if summary.counts is None:
+        draw.text((8, 18), "no floating-point values to show", fill=_GREY, font=font)
+        return _png(image)
+    # the histogram
+    left, top, right, bottom = 10, 36, half - 14, height - 20
+    shown = f"{summary.numel:,} values" + (f", {summary.nonfinite:,} not finite left out" if summary.nonfinite else "")
+    draw.text((left, 18), f"histogram of {shown}", fill=_GREY, font=font)
+    counts = summary.counts
+    tallest = float(counts.max()) or 1.0
+    step = (right - left) / len(counts)
+    for i, n in enumerate(counts.tolist()):
+        if n > 0:
+            bar = max(1, round((bottom - top) * n / tallest))
+            draw.rectangle([round(left + i * step), bottom - bar, round(left + (i + 1) * step) - 1, bottom],
+                           fill=_BLUE)
+    draw.line([left, bottom, right, bottom], fill=_GREY)
+    hi = summary.hi if summary.hi > summary.lo else summary.lo + 1.0
+    lo_label, hi_label = f"{summary.lo + 0.0:.3g}", f"{summary.hi + 0.0:.3g}"  # + 0.0: no "-0"
+    if summary.lo < 0 < hi:
+        x = left + (right - left) * (0 - summary.lo) / (hi - summary.lo)
+        draw.line([x, bottom, x, bottom + 3], fill=_GREY)
+        if x - left > 8 * len(lo_label) and right - x > 8 * len(hi_label):  # room between the end labels
+            draw.text((x - 3, bottom + 3), "0", fill=_GREY, font=font)
+    draw.text((left, bottom + 3), lo_label, fill=_GREY, font=font)
+    draw.text((right - 6 * len(hi_label), bottom + 3), hi_label, fill=_GREY, font=font)
+    # the feature maps, or the first values
+    x0, x1 = half + 6, width - 8
+    preview = summary.preview
+    if preview is None:
+        return _png(image)
+    if summary.maps is not None:
+        shown_maps, all_maps = summary.maps
+        draw.text((x0, 18), f"first {shown_maps} of {all_maps} maps (sample 0)", fill=_GREY, font=font)
+        box_w, box_h = x1 - x0, height - top - 4
+        scale = min(box_w / preview.shape[1], box_h / preview.shape[0])
+        h, w = max(1, int(preview.shape[0] * scale)), max(1, int(preview.shape[1] * scale))
+        resized = F.interpolate(preview[None, None].float(), size=(h, w), mode="nearest" if scale >= 1 else "area")[0, 0]
+        levels = (resized.clamp(0, 1) * (_LEVELS - 1)).round().to(torch.uint8) + _RAMP  # palette indices of greys
+        image.paste(Image.fromarray(levels.numpy(), mode="P"), (x0, top))
+    else:
+        values = preview.float()
+        draw.text((x0, 18), f"first {len(values)} values", fill=_GREY, font=font)
+        y0, y1 = top, height - 20
+        lo, hi = float(values.min()), float(values.max())
+        span = (hi - lo) or 1.0
+        n = max(len(values) - 1, 1)
+        points = [(x0 + (x1 - x0) * i / n, y1 - (y1 - y0) * (v - lo) / span) for i, v in enumerate(values.tolist())]
+        if len(points) > 1:
+            draw.line(points, fill=_BLUE, width=1)
+        else:
+            draw.point(points, fill=_BLUE)
+        draw.line([x0, y1, x1, y1], fill=_GREY)
+        draw.text((x0, y1 + 3), f"{lo + 0.0:.3g} to {hi + 0.0:.3g}", fill=_GREY, font=font)
+    return _png(image)
+
+
+def _png(image: Any) -> bytes:
+    buf = io.BytesIO()
+    image.save(buf, format="png", compress_level=1)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------- running the model
+class InterventionError(RuntimeError):
+    """The model raised while an intervention was on; the interventions were switched off."""
+
+
+@dataclasses.dataclass
+class _Seen:
+    """What one module did in one pass: how often it ran, its last output, its gradient norm."""
+
+    calls: int = 0
+    summary: Summary | None = None
+    grad_squares: dict[int, float] = dataclasses.field(default_factory=dict)  # per call: sum of squared gradients
+    png: bytes | None = None
+
+    @property
+    def grad_norm(self) -> float | None:
+        """The norm of the gradient with respect to the last call's output (all its tensors)."""
+        square = self.grad_squares.get(self.calls - 1)
+        return None if square is None else math.sqrt(square)
+
+
+@dataclasses.dataclass
+class _Entry:
+    """One view of one combination of module and interventions."""
+
+    seen: _Seen
+    final: dict[str, Any]
+
+
+def _split(example: Example) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if isinstance(example, torch.Tensor):
+        return (example,), {}
+    if isinstance(example, tuple) and len(example) == 2 and isinstance(example[1], dict):
+        args, kwargs = example
+        if isinstance(args, (tuple, list)):
+            return tuple(args), dict(kwargs)
+        raise TypeError("example=(value, dict) is ambiguous: write ((x,), {'mask': m}) for keyword arguments, "
+                        "or ((x, d), {}) to pass the dict as the second positional argument.")
+    if isinstance(example, tuple):
+        return example, {}
+    if isinstance(example, dict):
+        raise TypeError("a dict example is ambiguous: for keyword arguments write ((), {...}) "
+                        "(an (args, kwargs) pair); for a model that takes one dict write ({...},).")
+    if isinstance(example, list):
+        raise TypeError("a list example is ambiguous: for positional arguments pass a tuple (x, y); "
+                        "for a model that takes one list write ([...],).")
+    raise TypeError(f"example must be a tensor, a tuple of positional arguments or an (args, kwargs) pair, "
+                    f"got {type(example).__name__}; e.g. explore(model, torch.randn(1, 3, 224, 224)).")
+
+
+def _describe_intervention(kind: str, value: float | None) -> str:
+    if kind == "noise":
+        return f"noise {value:g}×std"
+    if kind == "scale":
+        return f"scale ×{value:g}"
+    if kind == "clamp":
+        return f"clamp ±{value:g}×std"
+    return kind
+
+
+def sum_target(output: Any) -> torch.Tensor:
+    """The default target: the sum of every floating-point tensor in the model's output
+    (``output.sum()`` for a plain tensor)."""
+    parts = [t.sum() for _, t in tensors_in(output) if t.is_floating_point()]
+    if not parts:
+        raise ValueError("the model's output holds no floating-point tensor to sum: pass target=, "
+                         "a function of the output that returns one number.")
+    return torch.stack(parts).sum() if len(parts) > 1 else parts[0]
+
+
+@contextlib.contextmanager
+def _running(threads: int | None) -> Iterator[None]:
+    """PyTorch set up for one of explore's passes: ``threads`` threads, and the fused transformer
+    fast path off (it skips submodules and their hooks); both restored afterwards."""
+    old_threads = torch.get_num_threads()
+    fast = torch.backends.mha.get_fastpath_enabled()
+    if threads is not None and threads != old_threads:
+        torch.set_num_threads(threads)
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fast)
+        if torch.get_num_threads() != old_threads:
+            torch.set_num_threads(old_threads)
+
+
+# ---------------------------------------------------------------------- the panel
+class Explorer(Panel):
+    """The live panel :func:`explore` returns (a :class:`hooklab.Panel`).
+
+    Controls (their names for ``panel.set``): ``filter`` (narrows the module list: a glob such
+    as ``layer1.*``, a type such as ``Conv2d``, ``leaf`` or ``container``, or any part of a
+    name), ``module`` (a qualified name, ``""`` for the model itself), the checkboxes ``zero``,
+    ``noise``, ``scale``, ``clamp`` and their sliders ``noise_std`` (noise of that many standard
+    deviations of the output), ``factor`` and ``limit`` (clamp to ± that many standard
+    deviations). Each ticked box is one forward hook on the chosen module; boxes ticked together
+    run in the order they were ticked.
+
+    The view's rows: the module's type, how many modules the filter lists, its calls per forward, its
+    output's structure, then for the first floating-point tensor in it (``statistics of``) its
+    shape, dtype, mean, std and share of exact zeros; the norm of the gradient of ``target``
+    with respect to the output (all its tensors; from the pass without interventions); the
+    interventions that are on,
+    how far the model's final output moved (``output change``: the norm of the difference from
+    the output without interventions; ``relative change``: divided by that output's norm), the
+    top logits when the output is a batch of scores, and the hooks on the model.
+    """
+
+    def __init__(self, model: nn.Module, example: Example, *, target: Callable[[Any], torch.Tensor] | None = None,
+                 module: str | None = None, name: str | None = None, threads: int | None = 1, top: int = 3,
+                 digits: int = 4) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"explore needs an nn.Module, got {type(model).__name__}.")
+        if model.training:
+            raise ValueError(f"{type(model).__name__} is in training mode, so each forward pass differs (dropout is "
+                             "random) and changes the model (BatchNorm updates its running statistics): call "
+                             "model.eval() first, then explore it.")
+        if target is not None and not callable(target):
+            raise TypeError(f"target must be a function of the model's output returning one number, e.g. "
+                            f"target=lambda out: out[0, 3]; got {type(target).__name__}.")
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be a positive number (or None for PyTorch's setting), got {threads}.")
+        self.explored = model
+        self.args, self.kwargs = _split(example)
+        self.target: Callable[[Any], torch.Tensor] = target or sum_target
+        self.threads, self.top, self.digits = threads, top, digits
+        self.named: dict[str, nn.Module] = dict(model.named_modules())
+        if module is not None and module not in self.named:
+            from .selection import _closest
+            raise KeyError(f"{type(model).__name__} has no module named {module!r}. Closest names: "
+                           f"{_closest(module, [n for n in self.named if n])}.")
+        #: counts of what the updates did: "clean passes", "forward passes", "cache hits", "pictures drawn"
+        self.profile: Counter[str] = Counter()
+        #: milliseconds spent per phase of the latest update ("clean pass", "forward", "picture")
+        self.timings: dict[str, float] = {}
+        self._entries: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()
+        self._bypass = False
+        title = f"Explore {type(model).__name__}"
+        super().__init__(title, Explorer._view, name=name)
+        try:
+            self._record()
+        except BaseException:
+            self.remove()
+            raise
+        # the table and the picture side by side; the picture shrinks to the width that is left
+        self.picture = W.Image(format="png", layout=W.Layout(flex="1 1 320px", min_width="280px", max_width="460px",
+                                                             object_fit="contain"))
+        self.picture.add_class("hooklab-plot")
+        self.view.layout = W.Layout(flex="0 0 auto", width="auto")
+        body = W.HBox([self.view, self.picture], layout=W.Layout(align_items="flex-start", grid_gap="12px"))
+        self.set_trait("children", tuple(body if child is self.view else child for child in getattr(self, "children")))
+        first = module if module is not None else next(
+            (n for n in self.named if n and self._clean[n].calls), next(iter(self.named)))
+        self.textbox("filter", description="filter", placeholder="glob or type: layer1.*, Conv2d, leaf")
+        self.dropdown("module", [(self._label(n), n) for n in self.named], first, description="module",
+                      filter_by="filter")
+        self.toggle("zero", self._intervention("zero"), description="zero its output")
+        self.toggle("noise", self._intervention("noise"), description="add noise")
+        self.slider("noise_std", 0.0, 2.0, 0.1, 0.5, description="noise (× std)")
+        self.toggle("scale", self._intervention("scale"), description="scale its output")
+        self.slider("factor", -1.0, 3.0, 0.1, 2.0, description="factor")
+        self.toggle("clamp", self._intervention("clamp"), description="clamp its output")
+        self.slider("limit", 0.0, 3.0, 0.1, 1.0, description="clamp at ± (× std)")
+
+    # ------------------------------------------------------------------ the pass without interventions
+    def _call(self) -> Any:
+        return self.explored(*self.args, **self.kwargs)
+
+    def _fingerprint(self) -> tuple[Any, ...]:
+        tensors = [*self.explored.parameters(), *self.explored.buffers()]
+        inputs = [t for t in (*self.args, *self.kwargs.values()) if isinstance(t, torch.Tensor)]
+        return (self.explored.training, tuple((id(t), t._version) for t in tensors),
+                tuple((id(t), t._version) for t in inputs))
+
+    def _record(self) -> None:
+        """One pass with autograd: every module's output summarised and its gradient norm kept,
+        then one pass without autograd for the reference output. Interventions are bypassed."""
+        start = time.perf_counter()
+        self._clean = {n: _Seen() for n in self.named}
+        self._bypass = True
+        try:
+            with _running(self.threads), Hooks() as hooks:
+                for n, m in self.named.items():
+                    hooks.forward(m, self._watcher(self._clean[n], grads=True))
+                with torch.enable_grad():
+                    output = self._call()
+                    value = self.target(output)
+                    if not isinstance(value, torch.Tensor) or value.numel() != 1:
+                        got = f"shape {list(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
+                        raise ValueError(f"target(output) must return one number as a tensor, got {got}; "
+                                         "e.g. target=lambda out: out[0, 3] or target=lambda out: out.sum().")
+                    params = [p for p in self.explored.parameters() if p.requires_grad]
+                    self._has_grad = value.requires_grad and bool(params)
+                    if self._has_grad:  # fills the tensor hooks; accumulates nothing into .grad
+                        torch.autograd.grad(value, params, allow_unused=True)
+                del output, value
+            with _running(self.threads), torch.no_grad():
+                self._reference = tensors_in(self._call())
+        finally:
+            self._bypass = False
+        self._entries.clear()
+        self._stamp = self._fingerprint()
+        self.profile["clean passes"] += 1
+        self.timings = {"clean pass": (time.perf_counter() - start) * 1000}
+
+    def _watcher(self, seen: _Seen, grads: bool) -> Callable[..., None]:
+        def watch(module: nn.Module, args: Any, output: Any) -> None:
+            call = seen.calls
+            seen.calls += 1
+            seen.summary = Summary.of(output)
+            if grads:  # a tensor hook on every tensor of the output that autograd will reach
+                for _, t in tensors_in(output):
+                    if t.is_floating_point() and t.requires_grad:
+                        def keep_norm(grad: torch.Tensor | None) -> None:
+                            if grad is None:  # a sibling output of the same operation got a gradient, this one none
+                                return
+                            square = grad.detach().float().pow(2).sum().item()
+                            seen.grad_squares[call] = seen.grad_squares.get(call, 0.0) + square
+                        t.register_hook(keep_norm)
+        return watch
+
+    # ------------------------------------------------------------------ interventions
+    def _intervention(self, kind: str) -> Callable[[Hooks, Panel], Registration]:
+        def register(hooks: Hooks, panel: Panel) -> Registration:
+            module = self.named[self.values["module"]]
+            return hooks.forward(module, self._edit(kind), key=kind)
+        return register
+
+    def _edit(self, kind: str) -> Callable[..., Any]:
+        """The forward hook of one intervention, with the sliders' values at registration."""
+        values = self.values
+        noise_std, factor, limit = float(values["noise_std"]), float(values["factor"]), float(values["limit"])
+
+        def noisy(t: torch.Tensor, seed: list[int]) -> torch.Tensor:
+            seed[0] += 1
+            generator = torch.Generator().manual_seed(seed[0])
+            noise = torch.randn(t.shape, generator=generator).to(device=t.device, dtype=t.dtype)
+            return t + noise_std * _std(t).to(t.dtype) * noise
+
+        def zero_output(module: nn.Module, args: Any, output: Any) -> Any:
+            return None if self._bypass else map_tensors(output, torch.zeros_like)
+
+        def add_noise(module: nn.Module, args: Any, output: Any) -> Any:
+            seed = [0]  # the same noise on every run: the i-th tensor of the output gets seed i (from 1)
+            return None if self._bypass else map_tensors(output, lambda t: noisy(t, seed))
+
+        def scale_output(module: nn.Module, args: Any, output: Any) -> Any:
+            return None if self._bypass else map_tensors(output, lambda t: t * factor)
+
+        def clamp_output(module: nn.Module, args: Any, output: Any) -> Any:
+            if self._bypass:
+                return None
+
+            def clamp(t: torch.Tensor) -> torch.Tensor:
+                bound = limit * _std(t).item()
+                return t.clamp(-bound, bound)
+            return map_tensors(output, clamp)
+
+        return {"zero": zero_output, "noise": add_noise, "scale": scale_output, "clamp": clamp_output}[kind]
+
+    def _active(self) -> list[tuple[str, float | None]]:
+        """The interventions whose hooks are registered, in the order they run, with their setting."""
+        values = self.values
+        setting = {"zero": None, "noise": values["noise_std"], "scale": values["factor"], "clamp": values["limit"]}
+        live = []
+        for kind in INTERVENTIONS:
+            hooks = self._toggles[kind][1]
+            for key in hooks:
+                registration = hooks._entries[key]
+                if len(registration):
+                    live.append((registration.handles[0].id, kind))
+        return [(kind, setting[kind]) for _, kind in sorted(live)]
+
+    def _switch_off(self) -> list[str]:
+        """Remove every intervention's hook and untick its box (without another update)."""
+        ticked = [kind for kind in INTERVENTIONS if self._toggles[kind][0].value]
+        with self._silenced():
+            for kind in INTERVENTIONS:
+                box, hooks, _ = self._toggles[kind]
+                hooks.remove()
+                box.value = False
+        return ticked
+
+    # ------------------------------------------------------------------ the view
+    def _label(self, name: str) -> str:
+        module = self.named[name]
+        kind = "container" if next(module.children(), None) is not None else "leaf"
+        calls = self._clean[name].calls
+        ran = "" if calls == 1 else (" · not called" if calls == 0 else f" · called {calls}×")
+        return f"{name or '(model)'} · {type(module).__name__} · {kind}{ran}"
+
+    def _view(self) -> dict[str, Any]:
+        if self.explored.training:
+            raise ValueError(f"{type(self.explored).__name__} was put in training mode after explore() was called: "
+                             "call model.eval() again (in training mode each forward pass differs).")
+        if self._fingerprint() != self._stamp:
+            if [id(m) for m in self.explored.modules()] != [id(m) for m in self.named.values()]:
+                raise RuntimeError("the model's modules changed since explore() was called: call explore() again.")
+            self._record()
+        name = self.values["module"]
+        active = self._active()
+        key = (name, tuple(active))
+        self.timings = {}
+        if not active:
+            entry = _Entry(self._clean[name], self._compare(None))
+            self.profile["cache hits"] += 1
+        elif key in self._entries:
+            entry = self._entries[key]
+            self._entries.move_to_end(key)
+            self.profile["cache hits"] += 1
+        else:
+            entry = self._intervene(name, active)
+            self._entries[key] = entry
+            if len(self._entries) > _CACHE:
+                self._entries.popitem(last=False)
+        if entry.seen.png is None:
+            start = time.perf_counter()
+            summary = entry.seen.summary or Summary("not called")
+            entry.seen.png = picture(summary, f"{name or '(model)'}" + (" (edited)" if active else ""))
+            self.timings["picture"] = (time.perf_counter() - start) * 1000
+            self.profile["pictures drawn"] += 1
+        self.picture.value = entry.seen.png
+        return self._rows(name, entry, active)
+
+    def _intervene(self, name: str, active: list[tuple[str, float | None]]) -> _Entry:
+        seen = _Seen()
+        start = time.perf_counter()
+        try:
+            with _running(self.threads), Hooks() as watch:
+                watch.forward(self.named[name], self._watcher(seen, grads=False))  # after the interventions
+                with torch.no_grad():
+                    output = self._call()
+        except Exception as exc:
+            ticked = self._switch_off()
+            self.picture.value = b""
+            raise InterventionError(
+                f"the model raised {type(exc).__name__} with {', '.join(ticked)} on {name or '(model)'!r}: {exc} "
+                f"(the intervention hooks were removed and their boxes unticked; hooks this panel holds: "
+                f"{self.hook_count()})") from exc
+        self.profile["forward passes"] += 1
+        self.timings["forward"] = (time.perf_counter() - start) * 1000
+        return _Entry(seen, self._compare(tensors_in(output)))
+
+    def _compare(self, found: list[tuple[str, torch.Tensor]] | None) -> dict[str, Any]:
+        """How far the final output moved from the reference (``None``: it is the reference)."""
+        ref = [(p, t) for p, t in self._reference if t.is_floating_point()]
+        rows: dict[str, Any] = {}
+        if found is None:
+            rows["output change"], rows["relative change"] = 0.0, 0.0
+            now = ref
+        else:
+            now = [(p, t) for p, t in found if t.is_floating_point()]
+            by_path = dict(now)
+            diff = sum(float((by_path[p].float() - t.float()).pow(2).sum()) for p, t in ref
+                       if p in by_path and by_path[p].shape == t.shape)
+            size = sum(float(t.float().pow(2).sum()) for _, t in ref)
+            rows["output change"] = _sig(math.sqrt(diff), 3)
+            rows["relative change"] = _sig(math.sqrt(diff / size), 3) if size > 0 else float("nan")
+        if now:
+            path, main = now[0]
+            if main.dim() == 2 and main.shape[1] >= self.top > 0:
+                values, indices = main[0].detach().float().topk(self.top)
+                label = f"top-{self.top} of {path}[0]" if path != "output" else f"top-{self.top} (sample 0)"
+                rows[label] = [(int(i), _sig(v, 3)) for v, i in zip(values.tolist(), indices.tolist())]
+        return rows
+
+    def _rows(self, name: str, entry: _Entry, active: list[tuple[str, float | None]]) -> dict[str, Any]:
+        seen, digits = entry.seen, self.digits
+        everything = self._filters["filter"][0][1]
+        listed = len(self.options("module"))
+        text = self.values["filter"].strip()
+        if not text:
+            listing = f"all {len(everything)} modules"
+        elif not filter_options(everything, text):
+            listing = f"no module matches {text!r}: the list is unchanged ({listed} of {len(everything)})"
+        else:
+            listing = f"{listed} of {len(everything)} match {text!r}"
+        module = self.named[name]
+        kind = "container" if next(module.children(), None) is not None else "leaf"
+        rows: dict[str, Any] = {"type": f"{type(module).__name__} · {kind}", "listed": listing,
+                                "calls per forward": seen.calls}
+        s = seen.summary
+        missing = "—"
+        if s is None:
+            rows["output"] = "— (not called by this example)"
+        else:
+            rows["output"] = s.structure
+        rows["statistics of"] = s.path if s is not None and s.path else missing
+        rows["shape"] = s.shape if s is not None and s.shape is not None else missing
+        rows["dtype"] = s.dtype if s is not None and s.dtype else missing
+        for key in ("mean", "std", "zeros"):
+            value = getattr(s, key) if s is not None else None
+            rows[key] = _sig(value, digits) if value is not None else missing
+        if s is not None and s.mean is not None and s.std is not None:
+            # a mean far below the spread (a LayerNorm's ~1e-9) is float noise: round it on the spread's scale
+            rows["mean"] = _round_like(s.mean, max(abs(s.mean), s.std), digits)
+        clean = self._clean[name]
+        if not self._has_grad:
+            rows["grad norm (clean)"] = "— (nothing in the model requires grad)"
+        elif clean.grad_norm is None:
+            rows["grad norm (clean)"] = "— (no gradient reached it)"
+        else:
+            rows["grad norm (clean)"] = _sig(clean.grad_norm, digits)
+        rows["interventions"] = " → ".join(_describe_intervention(kind, value) for kind, value in active) or "none"
+        rows.update(entry.final)
+        rows["hooks on the model"] = count_hooks(self.explored, include_global=False)
+        return rows
+
+    # ------------------------------------------------------------------ driving and closing
+    def set(self, **values: Any) -> dict[str, Any]:
+        """Set controls by name, as clicks would, and return the state (see :meth:`Panel.set`).
+        ``filter`` is applied before ``module``, whatever order you write them in."""
+        if "filter" in values:
+            values = {"filter": values.pop("filter"), **values}
+        return super().set(**values)
+
+    def remove(self) -> None:
+        """Remove every hook the panel holds, disable its controls and forget its cached views."""
+        super().remove()
+        self._entries.clear()
+
+    def close(self) -> None:
+        """Remove the panel's hooks, then close the widget."""
+        if "_toggles" in vars(self):  # also called when a panel whose construction failed is collected
+            self.remove()
+        super().close()
+
+
+def explore(model: nn.Module, example: Example, *, target: Callable[[Any], torch.Tensor] | None = None,
+            module: str | None = None, name: str | None = None, threads: int | None = 1) -> Explorer:
+    """A live panel for any model: pick a module, see what flows out of it, intervene.
+
+    Args:
+        model: any ``nn.Module``, in eval mode (``model.eval()``: a training-mode forward pass is
+            random and changes BatchNorm statistics).
+        example: what to run the model on: a tensor, a tuple of positional arguments, or an
+            ``(args, kwargs)`` pair such as ``((tokens,), {"src_key_padding_mask": pad})``
+            (keyword arguments only: ``((), {"x": x})``).
+        target: ``target(output) -> a one-element tensor``, whose gradient with respect to each
+            module's output the panel shows (default: the sum of the output, see :func:`sum_target`).
+        module: the module shown first (default: the first one that runs).
+        name: the panel's name; building another panel of this name (re-running the cell)
+            removes the older one's hooks first. Default: the title, ``"Explore <model class>"``.
+        threads: PyTorch threads while the panel runs the model (restored afterwards). One
+            thread keeps a panel quick when other programs keep the cores busy; ``None`` uses
+            PyTorch's setting.
+
+    Returns the :class:`Explorer` panel; show it by ending a cell with it, drive it with
+    ``panel.set(...)``, and take its hooks off with ``panel.remove()``.
+    """
+    return Explorer(model, example, target=target, module=module, name=name, threads=threads)
+
