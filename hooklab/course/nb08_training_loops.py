@@ -127,7 +127,7 @@ class Saved:
         return sum(self.nbytes.values())
 
     def rows(self) -> list[str]:
-        return [f"{name:<6} {self.tensors[name]} tensors  {self.nbytes[name]:>6} bytes"
+        return [f"{name:<9} {self.tensors[name]} tensors  {self.nbytes[name]:>6} bytes"
                 f"  (of which parameters: {self.param_bytes[name]})" for name in self.nbytes]
 
 
@@ -514,14 +514,16 @@ def _load(hook: Callable, keys_prefix: str) -> tuple[nn.Module, dict, dict, list
     handle = model.register_load_state_dict_pre_hook(hook)
     try:
         model.load_state_dict(saved)
+    except NotImplementedError:
+        raise
     except RuntimeError as exc:
-        text = str(exc).splitlines()
+        text = [line.strip() for line in str(exc).splitlines()[1:] if line.strip()]
         if not keys_prefix:
             raise Mistake("keys without a prefix (submodule.weight, fc.weight) no longer load: strip a prefix only "
                           "at the start of a key (key.startswith(...)); `key.replace('module.', '')` also turns "
                           "'submodule.weight' into 'subweight'.") from None
         raise Mistake(f"load_state_dict(strict=True) failed for keys like {next(iter(saved))!r}: "
-                      f"{' '.join(t.strip() for t in text[1:3])}. Rename the keys of the dict you are given, in "
+                      f"{' '.join(text)[:160]}. Rename the keys of the dict you are given, in "
                       "place (state_dict[new] = state_dict.pop(old)); binding a new dict to the name does nothing.") from None
     finally:
         handle.remove()
