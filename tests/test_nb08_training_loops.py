@@ -92,6 +92,7 @@ def test_lab_shows_each_failure() -> None:
     assert plain["loss on all examples fell by 10% or more"] is True
     assert plain["every step's update used |grad| ≤ 1"] is False
     accumulated = nb08.lab_view(nb08.lab_train(4, clamp="tensor hook"))
+    assert accumulated["clamp calls per step"] == 12  # 3 weights × 4 micro-batches
     assert accumulated["every step's update used |grad| ≤ 1"] is False  # clamped per micro-batch
     scaled = nb08.lab_view(nb08.lab_train(4, scaler=True, clamp="tensor hook"))
     assert scaled["loss on all examples fell by 10% or more"] is False  # clamped 65536× too hard

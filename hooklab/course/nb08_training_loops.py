@@ -190,6 +190,7 @@ class StepRecord:
     post_accumulate_calls: int = 0
     forward_real: int = 0
     forward_recomputed: int = 0
+    clamp_calls: int = 0  # how often the clamp ran: per weight and micro-batch (tensor hook) or once
     seen_max: float = 0.0  # the largest |gradient| a tensor hook on fc3.weight saw (as it saw it)
     accumulated_max: float = 0.0  # the largest |fc3.weight.grad| after the last backward, as stored
     true_max: float = 0.0  # the same in true units (divided by the scale), before any clamp
@@ -255,9 +256,12 @@ def lab_train(accumulation: int = 1, scaler: bool = False, checkpointing: bool =
     handles.append(model.fc3.weight.register_hook(watch))
     handles.append(model.fc3.weight.register_post_accumulate_grad_hook(count_accumulate))
     handles += [model.fc2.register_forward_hook(count_forward), model.relu2.register_forward_hook(count_forward)]
+    def clamp_hook(grad: torch.Tensor) -> torch.Tensor:
+        record.clamp_calls += 1
+        return grad.clamp(-LIMIT, LIMIT)
+
     if clamp == "tensor hook":
-        handles += [getattr(model, n).weight.register_hook(lambda g: g.clamp(-LIMIT, LIMIT))
-                    for n in ("fc1", "fc2", "fc3")]
+        handles += [getattr(model, n).weight.register_hook(clamp_hook) for n in ("fc1", "fc2", "fc3")]
     middle = nn.Sequential(model.fc2, model.relu2)
     records, losses = [], []
     with torch.no_grad():
@@ -280,6 +284,7 @@ def lab_train(accumulation: int = 1, scaler: bool = False, checkpointing: bool =
             if clamp == "after unscale":
                 grad_scaler.unscale_(opt)
                 nn.utils.clip_grad_value_(model.parameters(), LIMIT)
+                record.clamp_calls += 1
                 record.applied_max = grad_of(model.fc3.weight).abs().max().item()
             else:
                 record.applied_max = record.true_max
@@ -307,6 +312,7 @@ def lab_view(run: LabRun) -> dict[str, Any]:
         "post-accumulate-grad calls per step": first.post_accumulate_calls,
         "forward-hook calls per step: real": first.forward_real,
         "forward-hook calls per step: recomputed": first.forward_recomputed,
+        "clamp calls per step": first.clamp_calls,
         "gradients the hooks see ÷ true gradients": int(ratio) if ratio == int(ratio) else ratio,
         "step 1: largest |grad| a tensor hook saw": approx(first.seen_max, ".3g"),
         "step 1: largest |grad| in true units": approx(first.true_max, ".3g"),
