@@ -29,7 +29,7 @@ import contextlib
 import inspect
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, cast
 
 import torch
 import torch.utils.checkpoint as torch_checkpoint
@@ -233,6 +233,9 @@ def lab_train(accumulation: int = 1, scaler: bool = False, checkpointing: bool =
     if clamp not in CLAMPS:
         raise ValueError(f"clamp must be one of {CLAMPS}; got {clamp!r}.")
     model = mlp()
+    layer = dict(model.named_children())
+    fc1, relu1, fc2, relu2, fc3 = (layer[n] for n in ("fc1", "relu1", "fc2", "relu2", "fc3"))
+    w1, w2, w3 = (cast(torch.Tensor, m.weight) for m in (fc1, fc2, fc3))
     x, y = make_data(steps * LAB_BATCH)
     opt = torch.optim.SGD(model.parameters(), lr=LAB_LR)
     grad_scaler = torch.amp.GradScaler("cpu", enabled=scaler, growth_interval=10_000)
@@ -253,16 +256,16 @@ def lab_train(accumulation: int = 1, scaler: bool = False, checkpointing: bool =
         else:
             record.forward_real += 1
 
-    handles.append(model.fc3.weight.register_hook(watch))
-    handles.append(model.fc3.weight.register_post_accumulate_grad_hook(count_accumulate))
-    handles += [model.fc2.register_forward_hook(count_forward), model.relu2.register_forward_hook(count_forward)]
+    handles.append(w3.register_hook(watch))
+    handles.append(w3.register_post_accumulate_grad_hook(count_accumulate))
+    handles += [fc2.register_forward_hook(count_forward), relu2.register_forward_hook(count_forward)]
     def clamp_hook(grad: torch.Tensor) -> torch.Tensor:
         record.clamp_calls += 1
         return grad.clamp(-LIMIT, LIMIT)
 
     if clamp == "tensor hook":
-        handles += [getattr(model, n).weight.register_hook(clamp_hook) for n in ("fc1", "fc2", "fc3")]
-    middle = nn.Sequential(model.fc2, model.relu2)
+        handles += [w.register_hook(clamp_hook) for w in (w1, w2, w3)]
+    middle = nn.Sequential(fc2, relu2)
     records, losses = [], []
     with torch.no_grad():
         start_loss = nn.functional.mse_loss(model(x), y).item()
@@ -273,19 +276,19 @@ def lab_train(accumulation: int = 1, scaler: bool = False, checkpointing: bool =
             opt.zero_grad()
             total = 0.0
             for xm, ym in zip(xb.chunk(accumulation), yb.chunk(accumulation)):
-                h = model.relu1(model.fc1(xm))
+                h = relu1(fc1(xm))
                 h = checkpoint(middle, h, flag=flag) if checkpointing else middle(h)
-                loss = nn.functional.mse_loss(model.fc3(h), ym) / accumulation
+                loss = nn.functional.mse_loss(fc3(h), ym) / accumulation
                 grad_scaler.scale(loss).backward()
                 total += loss.item()
             scale = grad_scaler.get_scale() if scaler else 1.0
-            record.accumulated_max = grad_of(model.fc3.weight).abs().max().item()
+            record.accumulated_max = grad_of(w3).abs().max().item()
             record.true_max = record.accumulated_max / scale
             if clamp == "after unscale":
                 grad_scaler.unscale_(opt)
                 nn.utils.clip_grad_value_(model.parameters(), LIMIT)
                 record.clamp_calls += 1
-                record.applied_max = grad_of(model.fc3.weight).abs().max().item()
+                record.applied_max = grad_of(w3).abs().max().item()
             else:
                 record.applied_max = record.true_max
             grad_scaler.step(opt)
