@@ -417,7 +417,8 @@ def _stats_run(make_hook: Callable, *, checkpointed: bool, passes: int, no_grad:
     store: list = []
     hook = make_hook(store)
     if not callable(hook):
-        raise Mistake(f"make_stats_hook(store) returned {type(hook).__name__}; return the hook itself: `return record`.")
+        raise Mistake(f"make_stats_hook(store) returned {type(hook).__name__}; return the hook itself: "
+                      "`return record`.")
     try:
         check_hook_signature(hook, "forward")
     except TypeError as exc:
@@ -532,7 +533,8 @@ def _load(hook: Callable, keys_prefix: str) -> tuple[nn.Module, dict, dict, list
                           "'submodule.weight' into 'subweight'.") from None
         raise Mistake(f"load_state_dict(strict=True) failed for keys like {next(iter(saved))!r}: "
                       f"{' '.join(text)[:160]}. Rename the keys of the dict you are given, in "
-                      "place (state_dict[new] = state_dict.pop(old)); binding a new dict to the name does nothing.") from None
+                      "place (state_dict[new] = state_dict.pop(old)); binding a new dict to the name does "
+                      "nothing.") from None
     finally:
         handle.remove()
     return model, saved, before, objects
