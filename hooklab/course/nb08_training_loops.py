@@ -1,0 +1,579 @@
+"""Hooks inside a real training loop: gradient accumulation, mixed precision, activation
+checkpointing, saved tensors. The helpers and exercises of notebook 08.
+
+* :func:`make_data` and :func:`mlp`: a seeded regression problem and a small MLP to train on it.
+* :func:`in_backward`: whether code runs inside a backward pass, the test a forward hook uses to
+  tell a checkpoint's recomputation from a real forward pass.
+* :class:`Recomputing` and :func:`checkpoint`: the documented way to the same answer, through
+  ``torch.utils.checkpoint``'s ``context_fn``.
+* :func:`saved_by_layer`: what each layer's autograd graph keeps for backward, in bytes.
+* :func:`lab_train` and :func:`lab_view`: the live lab's training loop and its view.
+
+>>> model = mlp()
+>>> x, y = make_data(8)
+>>> [name for name, _ in model.named_children()], list(x.shape), list(y.shape)
+(['fc1', 'relu1', 'fc2', 'relu2', 'fc3'], [8, 8], [8, 1])
+
+Exercises of notebook 08, with checkers and worked solutions.
+
+>>> print(clamp.check(clamp_step))
+A clamp that holds under accumulation and GradScaler: all 3 checks passed
+  ✓ clamps the gradient summed over 3 micro-batches, without a scaler
+  ✓ clamps the true gradient while GradScaler scales by 65536
+  ✓ leaves small gradients alone and lets scaler.step(optimizer) run
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, cast
+
+import torch
+import torch.utils.checkpoint as torch_checkpoint
+from torch import nn
+
+from .._signature import check_hook_signature
+from ..checker import Exercise, Mistake, grad_of
+from ..portable import approx
+
+SEED = 0
+
+
+# ------------------------------------------------------------------------ data and model
+def make_data(n: int = 64, seed: int = SEED) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` examples of 8 features and a target ``y = x @ w + noise`` (``w`` fixed by ``seed``),
+    scaled so that the first gradients are larger than 1."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 8, generator=g)
+    w = torch.randn(8, 1, generator=g)
+    y = 4.0 * (x @ w) + 0.1 * torch.randn(n, 1, generator=g)
+    return x, y
+
+
+def mlp(seed: int = SEED) -> nn.Sequential:
+    """``fc1 → relu1 → fc2 → relu2 → fc3``: 8 → 16 → 16 → 1, initialised from ``seed``."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return nn.Sequential(OrderedDict([
+            ("fc1", nn.Linear(8, 16)), ("relu1", nn.ReLU()),
+            ("fc2", nn.Linear(16, 16)), ("relu2", nn.ReLU()),
+            ("fc3", nn.Linear(16, 1)),
+        ]))
+
+
+# ------------------------------------------------------------------------ recomputation
+def in_backward() -> bool:
+    """Whether the code that calls it runs inside a backward pass.
+
+    A non-reentrant checkpoint recomputes its segment while the backward pass unpacks the saved
+    tensors, so a forward hook that calls this during a recomputation gets ``True``, and ``False``
+    during a forward pass of your own. It reads ``torch._C._current_graph_task_id()`` (-1 outside a
+    backward pass): a private function, checked against torch 2.14.1.
+
+    >>> in_backward()
+    False
+    """
+    return torch._C._current_graph_task_id() != -1
+
+
+class Recomputing:
+    """A flag that is ``True`` while :func:`checkpoint` recomputes a segment.
+
+    It uses ``context_fn``, the documented argument of ``torch.utils.checkpoint.checkpoint``
+    (``use_reentrant=False`` only): a function that returns two context managers, one around the
+    forward pass and one around the recomputation.
+    """
+
+    def __init__(self) -> None:
+        self.active = False
+
+    @contextlib.contextmanager
+    def _on(self) -> Iterator[None]:
+        self.active = True
+        try:
+            yield
+        finally:
+            self.active = False
+
+    def context_fn(self) -> tuple[Any, Any]:
+        """What ``checkpoint(..., context_fn=flag.context_fn)`` takes."""
+        return contextlib.nullcontext(), self._on()
+
+    def __bool__(self) -> bool:
+        return self.active
+
+
+def checkpoint(segment: Callable, *args: Any, flag: Recomputing | None = None) -> Any:
+    """``torch.utils.checkpoint.checkpoint(segment, *args, use_reentrant=False)``, with ``flag``
+    (a :class:`Recomputing`) raised while the segment is recomputed."""
+    if flag is None:
+        return torch_checkpoint.checkpoint(segment, *args, use_reentrant=False)
+    return torch_checkpoint.checkpoint(segment, *args, use_reentrant=False, context_fn=flag.context_fn)
+
+
+# ------------------------------------------------------------------------ saved tensors
+@dataclass
+class Saved:
+    """What autograd saved for backward during one forward pass, per layer."""
+
+    tensors: dict[str, int] = field(default_factory=dict)
+    nbytes: dict[str, int] = field(default_factory=dict)
+    param_bytes: dict[str, int] = field(default_factory=dict)
+
+    def total(self) -> int:
+        return sum(self.nbytes.values())
+
+    def rows(self) -> list[str]:
+        return [f"{name:<9} {self.tensors[name]} tensors  {self.nbytes[name]:>6} bytes"
+                f"  (of which parameters: {self.param_bytes[name]})" for name in self.nbytes]
+
+
+def saved_by_layer(model: nn.Module, x: torch.Tensor, run: Callable[[], Any] | None = None) -> Saved:
+    """Run ``model(x)`` (or ``run()``) inside ``torch.autograd.graph.saved_tensors_hooks`` and sum,
+    per layer of ``model`` (a forward pre-hook names the layer that is running), the tensors and
+    bytes autograd saves for backward. A saved parameter costs no new memory: it is counted apart.
+
+    >>> saved = saved_by_layer(mlp(), torch.randn(4, 8))
+    >>> saved.nbytes["relu1"], saved.tensors["relu1"]
+    (256, 1)
+    """
+    saved = Saved()
+    params = {p.data_ptr() for p in model.parameters()}
+    current = ["(outside)"]
+
+    def enter(name: str) -> Callable:
+        def pre(module: nn.Module, args: tuple) -> None:
+            current.append(name)
+        return pre
+
+    def leave(module: nn.Module, args: tuple, output: Any) -> None:
+        current.pop()
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        name = current[-1]
+        size = t.numel() * t.element_size()
+        saved.tensors[name] = saved.tensors.get(name, 0) + 1
+        saved.nbytes[name] = saved.nbytes.get(name, 0) + size
+        is_param = t.data_ptr() in params
+        saved.param_bytes[name] = saved.param_bytes.get(name, 0) + (size if is_param else 0)
+        return t
+
+    handles = []
+    for name, module in model.named_children():
+        handles.append(module.register_forward_pre_hook(enter(name)))
+        handles.append(module.register_forward_hook(leave))
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            run() if run is not None else model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return saved
+
+
+# ------------------------------------------------------------------------ the live lab
+CLAMPS = ("off", "tensor hook", "after unscale")
+LAB_STEPS = 20
+LAB_BATCH = 16
+LAB_LR = 0.02
+LIMIT = 1.0
+
+
+@dataclass
+class StepRecord:
+    """What the hooks saw during one optimizer step."""
+
+    tensor_hook_calls: int = 0
+    post_accumulate_calls: int = 0
+    forward_real: int = 0
+    forward_recomputed: int = 0
+    clamp_calls: int = 0  # how often the clamp ran: per weight and micro-batch (tensor hook) or once
+    seen_max: float = 0.0  # the largest |gradient| a tensor hook on fc3.weight saw (as it saw it)
+    accumulated_max: float = 0.0  # the largest |fc3.weight.grad| after the last backward, as stored
+    true_max: float = 0.0  # the same in true units (divided by the scale), before any clamp
+    applied_max: float = 0.0  # the largest |fc3.weight.grad| the optimizer used, true units
+
+
+@dataclass
+class LabRun:
+    """One training run of the lab: its settings, a record per optimizer step and the losses."""
+
+    accumulation: int
+    scaler: bool
+    checkpointing: bool
+    clamp: str
+    scale: float
+    steps: list[StepRecord]
+    losses: list[float]
+    start_loss: float = 0.0  # on all the examples, before training
+    end_loss: float = 0.0  # on all the examples, after training
+
+
+def lab_train(accumulation: int = 1, scaler: bool = False, checkpointing: bool = False, clamp: str = "off",
+              *, steps: int = LAB_STEPS) -> LabRun:
+    """Train a fresh :func:`mlp` for ``steps`` optimizer steps (SGD, lr 0.02) on batches of 16
+    examples, each split into ``accumulation`` micro-batches.
+
+    ``scaler``: use ``torch.amp.GradScaler("cpu")`` (scale 65536, no growth within the run).
+    ``checkpointing``: run ``fc2 → relu2`` under :func:`checkpoint`. ``clamp``: ``"off"``,
+    ``"tensor hook"`` (``g.clamp(-1, 1)`` in a tensor hook on each weight: every micro-batch, in the
+    units the hook sees) or ``"after unscale"`` (``scaler.unscale_`` then ``clip_grad_value_`` once
+    per optimizer step). Hooks record what they saw on ``fc3.weight`` and the forward calls of
+    ``fc2`` and ``relu2`` (a recomputation counted apart); all hooks are removed at the end.
+
+    >>> r = lab_train(2, scaler=True, checkpointing=True, steps=2)
+    >>> r.scale, [(s.tensor_hook_calls, s.forward_real, s.forward_recomputed) for s in r.steps]
+    (65536.0, [(2, 4, 2), (2, 4, 2)])
+    """
+    if accumulation not in (1, 2, 4, 8):
+        raise ValueError(f"accumulation must be 1, 2, 4 or 8 (it splits a batch of {LAB_BATCH}); got {accumulation!r}.")
+    if clamp not in CLAMPS:
+        raise ValueError(f"clamp must be one of {CLAMPS}; got {clamp!r}.")
+    model = mlp()
+    layer = dict(model.named_children())
+    fc1, relu1, fc2, relu2, fc3 = (layer[n] for n in ("fc1", "relu1", "fc2", "relu2", "fc3"))
+    w1, w2, w3 = (cast(torch.Tensor, m.weight) for m in (fc1, fc2, fc3))
+    x, y = make_data(steps * LAB_BATCH)
+    opt = torch.optim.SGD(model.parameters(), lr=LAB_LR)
+    grad_scaler = torch.amp.GradScaler("cpu", enabled=scaler, growth_interval=10_000)
+    flag = Recomputing()
+    record = StepRecord()
+    handles = []
+
+    def watch(grad: torch.Tensor) -> None:
+        record.tensor_hook_calls += 1
+        record.seen_max = max(record.seen_max, grad.abs().max().item())
+
+    def count_accumulate(param: torch.Tensor) -> None:
+        record.post_accumulate_calls += 1
+
+    def count_forward(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+        if flag:
+            record.forward_recomputed += 1
+        else:
+            record.forward_real += 1
+
+    handles.append(w3.register_hook(watch))
+    handles.append(w3.register_post_accumulate_grad_hook(count_accumulate))
+    handles += [fc2.register_forward_hook(count_forward), relu2.register_forward_hook(count_forward)]
+    def clamp_hook(grad: torch.Tensor) -> torch.Tensor:
+        record.clamp_calls += 1
+        return grad.clamp(-LIMIT, LIMIT)
+
+    if clamp == "tensor hook":
+        handles += [w.register_hook(clamp_hook) for w in (w1, w2, w3)]
+    middle = nn.Sequential(fc2, relu2)
+    records, losses = [], []
+    with torch.no_grad():
+        start_loss = nn.functional.mse_loss(model(x), y).item()
+    try:
+        for step in range(steps):
+            record = StepRecord()
+            xb, yb = x[step * LAB_BATCH:(step + 1) * LAB_BATCH], y[step * LAB_BATCH:(step + 1) * LAB_BATCH]
+            opt.zero_grad()
+            total = 0.0
+            for xm, ym in zip(xb.chunk(accumulation), yb.chunk(accumulation)):
+                h = relu1(fc1(xm))
+                h = checkpoint(middle, h, flag=flag) if checkpointing else middle(h)
+                loss = nn.functional.mse_loss(fc3(h), ym) / accumulation
+                grad_scaler.scale(loss).backward()
+                total += loss.item()
+            scale = grad_scaler.get_scale() if scaler else 1.0
+            record.accumulated_max = grad_of(w3).abs().max().item()
+            record.true_max = record.accumulated_max / scale
+            if clamp == "after unscale":
+                grad_scaler.unscale_(opt)
+                nn.utils.clip_grad_value_(model.parameters(), LIMIT)
+                record.clamp_calls += 1
+                record.applied_max = grad_of(w3).abs().max().item()
+            else:
+                record.applied_max = record.true_max
+            grad_scaler.step(opt)
+            grad_scaler.update()
+            records.append(record)
+            losses.append(total)
+    finally:
+        for handle in handles:
+            handle.remove()
+    with torch.no_grad():
+        end_loss = nn.functional.mse_loss(model(x), y).item()
+    return LabRun(accumulation, scaler, checkpointing, clamp, float(grad_scaler.get_scale() if scaler else 1.0),
+                  records, losses, start_loss, end_loss)
+
+
+def lab_view(run: LabRun) -> dict[str, Any]:
+    """The lab's table: counts per optimizer step and the scale (exact), the figures of the first
+    step and the final loss (per-run, marked ``≈``), and yes/no verdicts."""
+    first = run.steps[0]
+    ratio = first.accumulated_max / first.true_max if first.true_max else 1.0
+    return {
+        "micro-batches per optimizer step": run.accumulation,
+        "tensor-hook calls per step (fc3.weight)": first.tensor_hook_calls,
+        "post-accumulate-grad calls per step": first.post_accumulate_calls,
+        "forward-hook calls per step: real": first.forward_real,
+        "forward-hook calls per step: recomputed": first.forward_recomputed,
+        "clamp calls per step": first.clamp_calls,
+        "gradients the hooks see ÷ true gradients": int(ratio) if ratio == int(ratio) else ratio,
+        "step 1: largest |grad| a tensor hook saw": approx(first.seen_max, ".3g"),
+        "step 1: largest |grad| in true units": approx(first.true_max, ".3g"),
+        "step 1: largest |grad| the optimizer used": approx(first.applied_max, ".3g"),
+        "loss on all examples, after training": approx(run.end_loss, ".3g"),
+        "every step's update used |grad| ≤ 1": all(s.applied_max <= LIMIT + 1e-6 for s in run.steps),
+        "loss on all examples fell by 10% or more": run.end_loss <= 0.9 * run.start_loss,
+    }
+
+
+# ------------------------------------------------------------------------ exercises
+# ----------------------------------------------------------- 1: a clamp that survives accumulation and AMP
+def clamp_step(optimizer, scaler, limit=1.0):
+    scaler.unscale_(optimizer)  # true units from here on; scaler.step will not unscale again
+    params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+    torch.nn.utils.clip_grad_value_(params, limit)
+
+
+def _run_clamp(fn: Callable, grad: list[float], *, scale: float | None) -> tuple[torch.Tensor, torch.Tensor, Any]:
+    """Three micro-batches, each giving ``grad``; then ``fn(optimizer, scaler)``; returns the gradient
+    after ``fn``, the weight after ``scaler.step`` (lr 1) and an error from ``scaler.step``, if any."""
+    w = torch.zeros(len(grad), requires_grad=True)
+    opt = torch.optim.SGD([w], lr=1.0)
+    scaler = torch.amp.GradScaler("cpu", init_scale=scale or 1.0, enabled=scale is not None)
+    target = torch.tensor(grad)
+    for _ in range(3):
+        scaler.scale((w * target).sum()).backward()
+    fn(opt, scaler)
+    after = grad_of(w, "the weight").clone()
+    try:
+        scaler.step(opt)
+        error = None
+    except RuntimeError as exc:
+        error = exc
+    return after, w.detach().clone(), error
+
+
+def _describe(got: torch.Tensor) -> str:
+    return str([round(v, 4) for v in got.tolist()])
+
+
+def _check_accumulated(fn: Callable) -> None:
+    got, _, _ = _run_clamp(fn, [0.8, -0.8], scale=None)
+    if torch.allclose(got, torch.tensor([2.4, -2.4])):
+        raise Mistake("after 3 micro-batches of 0.8 each the gradient is still [2.4, -2.4]: clamp p.grad, the sum "
+                      "of the micro-batches, in place (torch.nn.utils.clip_grad_value_ does), once per step.")
+    if not torch.allclose(got, torch.tensor([1.0, -1.0]), atol=1e-5):
+        raise Mistake(f"after 3 micro-batches of [0.8, -0.8] (sum [2.4, -2.4]) the gradient became "
+                      f"{_describe(got)}; expected [1.0, -1.0].")
+
+
+def _check_scaled(fn: Callable) -> None:
+    _, w, error = _run_clamp(fn, [0.8, -0.8], scale=65536.0)
+    if error is not None:
+        raise Mistake(f"scaler.step(optimizer) then failed: {error}. Call scaler.unscale_(optimizer) once per step.")
+    step = -w  # lr 1: the weight moved by minus the gradient the optimizer used
+    if torch.allclose(step, torch.tensor([1.0, -1.0]) / 65536, atol=1e-9):
+        raise Mistake("the optimizer used a gradient 65536 times too small: you clamped the scaled gradient at 1. "
+                      "Call scaler.unscale_(optimizer) first, then clamp in true units (or clamp at "
+                      "limit * scaler.get_scale()).")
+    if torch.allclose(step, torch.tensor([2.4, -2.4]), atol=1e-4):
+        raise Mistake("the optimizer used the unclamped true gradient [2.4, -2.4]: clamp p.grad after "
+                      "scaler.unscale_(optimizer).")
+    if not torch.allclose(step, torch.tensor([1.0, -1.0]), atol=1e-5):
+        raise Mistake(f"with GradScaler at scale 65536 the optimizer used the gradient {_describe(step)} (true "
+                      "units); expected [1.0, -1.0] (the true sum [2.4, -2.4], clamped).")
+
+
+def _check_small(fn: Callable) -> None:
+    _, w, error = _run_clamp(fn, [0.1, -0.2], scale=65536.0)
+    if error is not None:
+        raise Mistake(f"scaler.step(optimizer) failed after your function: {error}")
+    if not torch.allclose(-w, torch.tensor([0.3, -0.6]), atol=1e-5):
+        raise Mistake(f"a true gradient of [0.3, -0.6] (3 micro-batches of [0.1, -0.2]) reached the optimizer as "
+                      f"{_describe(-w)}; it is inside [-1, 1], so leave it as it is.")
+
+
+clamp = Exercise(
+    "A clamp that holds under accumulation and GradScaler",
+    [
+        ("clamps the gradient summed over 3 micro-batches, without a scaler", _check_accumulated),
+        ("clamps the true gradient while GradScaler scales by 65536", _check_scaled),
+        ("leaves small gradients alone and lets scaler.step(optimizer) run", _check_small),
+    ],
+    solution=clamp_step,
+)
+
+
+# ----------------------------------------------------------- 2: count each real forward pass once
+def make_stats_hook(store):
+    def record(module, args, output):
+        if torch._C._current_graph_task_id() != -1:  # inside backward: a checkpoint's recomputation
+            return
+        store.append(output.detach().mean().item())
+    return record
+
+
+def _stats_run(make_hook: Callable, *, checkpointed: bool, passes: int, no_grad: bool = False) -> tuple[list, list]:
+    store: list = []
+    hook = make_hook(store)
+    if not callable(hook):
+        raise Mistake(f"make_stats_hook(store) returned {type(hook).__name__}; return the hook itself: "
+                      "`return record`.")
+    try:
+        check_hook_signature(hook, "forward")
+    except TypeError as exc:
+        raise Mistake(str(exc)) from None
+    with torch.random.fork_rng():
+        torch.manual_seed(1)
+        segment = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
+        xs = [torch.randn(2, 3, requires_grad=True) for _ in range(passes)]
+    expected = [segment[0](x).mean().item() for x in xs]
+    handle = segment[0].register_forward_hook(hook)  # the Linear: a checkpoint recomputes it
+    try:
+        for x in xs:
+            if no_grad:
+                with torch.no_grad():
+                    segment(x)
+                continue
+            out = checkpoint(segment, x) if checkpointed else segment(x)
+            out.sum().backward()
+    finally:
+        handle.remove()
+    return store, expected
+
+
+def _check_plain(make_hook: Callable) -> None:
+    store, expected = _stats_run(make_hook, checkpointed=False, passes=2)
+    if len(store) != 2:
+        raise Mistake(f"2 forward passes (no checkpointing) left {len(store)} entries; append one float per pass.")
+    if any(isinstance(v, torch.Tensor) for v in store):
+        raise Mistake("the store holds tensors: append floats (.item()).")
+    if not all(abs(a - b) < 1e-6 for a, b in zip(store, expected)):
+        raise Mistake(f"the entries are {[round(v, 4) for v in store]}, expected the output means "
+                      f"{[round(v, 4) for v in expected]}.")
+
+
+def _check_checkpointed(make_hook: Callable) -> None:
+    store, expected = _stats_run(make_hook, checkpointed=True, passes=2)
+    if len(store) == 4:
+        raise Mistake("under checkpointing 2 forward passes left 4 entries: the hook also recorded the 2 "
+                      "recomputations during backward. Return early when torch._C._current_graph_task_id() "
+                      "!= -1 (inside a backward pass).")
+    if len(store) != 2:
+        raise Mistake(f"under checkpointing 2 forward passes left {len(store)} entries, expected 2.")
+    if not all(abs(a - b) < 1e-6 for a, b in zip(store, expected)):
+        raise Mistake(f"the entries are {[round(v, 4) for v in store]}, expected {[round(v, 4) for v in expected]}.")
+
+
+def _check_no_grad(make_hook: Callable) -> None:
+    store, _ = _stats_run(make_hook, checkpointed=False, passes=1, no_grad=True)
+    if len(store) != 1:
+        raise Mistake(f"a forward pass under torch.no_grad() left {len(store)} entries; it is a real forward "
+                      "pass too (evaluation). torch.is_grad_enabled() does not tell a recomputation apart: "
+                      "grad mode is on during it.")
+
+
+stats_once = Exercise(
+    "A statistics hook that counts each real forward pass once",
+    [
+        ("records one mean per forward pass without checkpointing", _check_plain),
+        ("records one mean per forward pass under checkpointing", _check_checkpointed),
+        ("still records a forward pass under torch.no_grad()", _check_no_grad),
+    ],
+    solution=make_stats_hook,
+)
+
+
+# ----------------------------------------------------------- 3: load a checkpoint saved from DDP or torch.compile
+PREFIXES = ("module.", "_orig_mod.")
+
+
+def strip_prefixes(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+    for key in list(state_dict):  # a list: the loop changes the dict
+        rest = key[len(prefix):] if key.startswith(prefix) else None
+        if rest is None:
+            continue
+        stripped = rest
+        while stripped.startswith(("module.", "_orig_mod.")):
+            stripped = stripped.split(".", 1)[1]
+        if stripped != rest:
+            state_dict[prefix + stripped] = state_dict.pop(key)
+
+
+def _target() -> nn.Module:
+    with torch.random.fork_rng():
+        torch.manual_seed(2)
+        return nn.Sequential(OrderedDict([("submodule", nn.Linear(2, 2)), ("fc", nn.Linear(2, 1))]))
+
+
+def _load(hook: Callable, keys_prefix: str) -> tuple[nn.Module, dict, dict, list]:
+    try:
+        inspect.signature(hook).bind(*range(8))
+    except TypeError:
+        raise Mistake("a load_state_dict pre-hook takes 8 arguments: (module, state_dict, prefix, local_metadata, "
+                      "strict, missing_keys, unexpected_keys, error_msgs).") from None
+    source = _target()
+    with torch.no_grad():
+        for p in source.parameters():
+            p.add_(1.0)
+    saved = OrderedDict((keys_prefix + k, v) for k, v in source.state_dict().items())
+    before = OrderedDict((k, v.clone()) for k, v in saved.items())
+    objects = list(saved.values())
+    model = _target()
+    handle = model.register_load_state_dict_pre_hook(hook)
+    try:
+        model.load_state_dict(saved)
+    except NotImplementedError:
+        raise
+    except RuntimeError as exc:
+        text = [line.strip() for line in str(exc).splitlines()[1:] if line.strip()]
+        if not keys_prefix:
+            raise Mistake("keys without a prefix (submodule.weight, fc.weight) no longer load: strip a prefix only "
+                          "at the start of a key (key.startswith(...)); `key.replace('module.', '')` also turns "
+                          "'submodule.weight' into 'subweight'.") from None
+        raise Mistake(f"load_state_dict(strict=True) failed for keys like {next(iter(saved))!r}: "
+                      f"{' '.join(text)[:160]}. Rename the keys of the dict you are given, in "
+                      "place (state_dict[new] = state_dict.pop(old)); binding a new dict to the name does "
+                      "nothing.") from None
+    finally:
+        handle.remove()
+    return model, saved, before, objects
+
+
+def _check_module(hook: Callable) -> None:
+    model, _, before, _ = _load(hook, "module.")
+    for key, value in model.state_dict().items():
+        if not torch.equal(value, before["module." + key]):
+            raise Mistake(f"{key} did not get the saved values.")
+
+
+def _check_orig_mod(hook: Callable) -> None:
+    _load(hook, "_orig_mod.")
+    _load(hook, "_orig_mod.module.")
+
+
+def _check_plain_keys(hook: Callable) -> None:
+    _load(hook, "")
+
+
+def _check_untouched(hook: Callable) -> None:
+    _, saved, before, objects = _load(hook, "module.")
+    if list(saved) != list(before):
+        raise Mistake(f"the caller's dict changed: its keys are now {list(saved)[:3]}, were {list(before)[:3]}.")
+    for (key, value), obj in zip(saved.items(), objects):
+        if value is not obj:
+            raise Mistake(f"the caller's dict holds another tensor under {key!r}: leave its entries alone.")
+        if not torch.equal(value, before[key]):
+            raise Mistake(f"the tensor under {key!r} changed: your hook must not change the values.")
+
+
+strip = Exercise(
+    "A load_state_dict pre-hook that strips module. and _orig_mod.",
+    [
+        ("loads keys saved from DDP (module.fc.weight)", _check_module),
+        ("loads keys saved from torch.compile (_orig_mod., also _orig_mod.module.)", _check_orig_mod),
+        ("keeps plain keys and a layer named 'submodule' as they are", _check_plain_keys),
+        ("leaves the caller's dict and its tensors untouched", _check_untouched),
+    ],
+    solution=strip_prefixes,
+)

@@ -1,0 +1,210 @@
+"""hooklab.course.nb08_training_loops: data, recomputation tests, saved-tensor meter, the lab loop.
+
+And its exercises: the worked solutions pass, typical mistakes are named precisely.
+"""
+
+from __future__ import annotations
+
+import doctest
+import time
+
+import pytest
+import torch
+from torch import nn
+
+import hooklab
+import hooklab.course.nb08_training_loops as nb08
+from hooklab.portable import is_per_run
+
+from .checking import failed_checks, mistakes
+
+
+# ---------------------------------------------------------------------- helpers
+def test_doctests() -> None:
+    assert doctest.testmod(nb08, optionflags=doctest.ELLIPSIS).failed == 0
+
+
+def test_data_and_model_are_seeded() -> None:
+    x1, y1 = nb08.make_data(10)
+    x2, y2 = nb08.make_data(10)
+    assert torch.equal(x1, x2) and torch.equal(y1, y2)
+    a, b = nb08.mlp(), nb08.mlp()
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert not torch.equal(nb08.mlp(seed=1).fc1.weight, a.fc1.weight)
+
+
+def _count_recomputations(flagged: bool) -> tuple[list[bool], list[bool]]:
+    model = nb08.mlp()
+    middle = nn.Sequential(model.fc2, model.relu2)
+    flag = nb08.Recomputing()
+    in_bwd, flags = [], []
+
+    def probe(module, args, output):
+        in_bwd.append(nb08.in_backward())
+        flags.append(bool(flag))
+
+    handle = model.fc2.register_forward_hook(probe)
+    try:
+        out = model.fc3(nb08.checkpoint(middle, model.relu1(model.fc1(torch.randn(4, 8))),
+                                        flag=flag if flagged else None))
+        out.sum().backward()
+    finally:
+        handle.remove()
+    return in_bwd, flags
+
+
+def test_in_backward_and_the_flag_tell_the_recomputation_apart() -> None:
+    in_bwd, flags = _count_recomputations(flagged=True)
+    assert in_bwd == [False, True] and flags == [False, True]
+    in_bwd, flags = _count_recomputations(flagged=False)
+    assert in_bwd == [False, True] and flags == [False, False]
+    assert not nb08.in_backward()
+
+
+def test_saved_by_layer_counts_exact_bytes() -> None:
+    model = nb08.mlp()
+    x = torch.randn(32, 8)
+    saved = nb08.saved_by_layer(model, x)
+    assert saved.nbytes == {"fc1": 1024, "relu1": 2048, "fc2": 3072, "relu2": 2048, "fc3": 2112}
+    assert saved.param_bytes["fc2"] == 16 * 16 * 4 and saved.total() == 10304
+    assert hooklab.count_hooks(model) == 0
+    middle = nn.Sequential(model.fc2, model.relu2)
+    ckpt = nb08.saved_by_layer(model, x, run=lambda: model.fc3(torch.utils.checkpoint.checkpoint(
+        middle, model.relu1(model.fc1(x)), use_reentrant=False)))
+    assert "fc2" not in ckpt.nbytes and ckpt.nbytes["(outside)"] == 32 * 16 * 4
+    assert len(saved.rows()) == 5
+
+
+# ---------------------------------------------------------------------- the lab
+def test_lab_counts_and_scale() -> None:
+    r = nb08.lab_train(4, scaler=True, checkpointing=True, clamp="after unscale")
+    s = r.steps[0]
+    assert (s.tensor_hook_calls, s.post_accumulate_calls, s.forward_real, s.forward_recomputed) == (4, 4, 8, 4)
+    assert r.scale == 65536.0
+    view = nb08.lab_view(r)
+    assert view["gradients the hooks see ÷ true gradients"] == 65536
+    assert view["every step's update used |grad| ≤ 1"] is True
+    assert is_per_run(view["loss on all examples, after training"])
+
+
+def test_lab_shows_each_failure() -> None:
+    plain = nb08.lab_view(nb08.lab_train())
+    assert plain["loss on all examples fell by 10% or more"] is True
+    assert plain["every step's update used |grad| ≤ 1"] is False
+    accumulated = nb08.lab_view(nb08.lab_train(4, clamp="tensor hook"))
+    assert accumulated["clamp calls per step"] == 12  # 3 weights × 4 micro-batches
+    assert accumulated["every step's update used |grad| ≤ 1"] is False  # clamped per micro-batch
+    scaled = nb08.lab_view(nb08.lab_train(4, scaler=True, clamp="tensor hook"))
+    assert scaled["loss on all examples fell by 10% or more"] is False  # clamped 65536× too hard
+    assert nb08.lab_view(nb08.lab_train(1, clamp="after unscale"))["every step's update used |grad| ≤ 1"] is True
+
+
+def test_lab_is_repeatable_and_fast() -> None:
+    start = time.perf_counter()
+    a = nb08.lab_view(nb08.lab_train(4, True, True, "tensor hook"))
+    assert time.perf_counter() - start < 1.5
+    assert a == nb08.lab_view(nb08.lab_train(4, True, True, "tensor hook"))
+
+
+def test_lab_rejects_bad_settings() -> None:
+    with pytest.raises(ValueError, match="accumulation must be"):
+        nb08.lab_train(3)
+    with pytest.raises(ValueError, match="clamp must be one of"):
+        nb08.lab_train(clamp="sometimes")
+
+
+# ---------------------------------------------------------------------- exercise 1
+def test_clamp_solution_passes() -> None:
+    assert nb08.clamp.check(nb08.clamp_step).passed
+
+
+def test_clamp_without_unscale_is_named() -> None:
+    def no_unscale(optimizer, scaler, limit=1.0):
+        for group in optimizer.param_groups:
+            nn.utils.clip_grad_value_(group["params"], limit)
+
+    failed = failed_checks(nb08.clamp.check(no_unscale))
+    assert "65536 times too small" in failed["clamps the true gradient while GradScaler scales by 65536"]
+
+
+def test_clamp_that_does_nothing_is_named() -> None:
+    assert "still [2.4, -2.4]" in mistakes(nb08.clamp, lambda optimizer, scaler, limit=1.0: None)
+
+
+def test_clamp_that_unscales_twice_is_named() -> None:
+    def twice(optimizer, scaler, limit=1.0):
+        scaler.unscale_(optimizer)
+        scaler.unscale_(optimizer)
+
+    assert "unscale_" in mistakes(nb08.clamp, twice)
+
+
+# ---------------------------------------------------------------------- exercise 2
+def test_stats_solution_passes() -> None:
+    assert nb08.stats_once.check(nb08.make_stats_hook).passed
+
+
+def test_stats_that_double_count_are_named() -> None:
+    def naive(store):
+        def record(module, args, output):
+            store.append(output.mean().item())
+        return record
+
+    failed = failed_checks(nb08.stats_once.check(naive))
+    assert list(failed) == ["records one mean per forward pass under checkpointing"]
+    assert "recomputations" in failed["records one mean per forward pass under checkpointing"]
+
+
+def test_stats_that_use_grad_mode_are_named() -> None:
+    def grad_mode(store):
+        def record(module, args, output):
+            if torch.is_grad_enabled():
+                store.append(output.mean().item())
+        return record
+
+    failed = failed_checks(nb08.stats_once.check(grad_mode))
+    assert "torch.no_grad()" in failed["still records a forward pass under torch.no_grad()"]
+
+
+def test_stats_that_keep_tensors_are_named() -> None:
+    def tensors(store):
+        def record(module, args, output):
+            if not nb08.in_backward():
+                store.append(output.mean())
+        return record
+
+    assert ".item()" in mistakes(nb08.stats_once, tensors)
+
+
+# ---------------------------------------------------------------------- exercise 3
+def test_strip_solution_passes() -> None:
+    assert nb08.strip.check(nb08.strip_prefixes).passed
+
+
+def test_strip_with_replace_is_named() -> None:
+    def replace_everywhere(module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+        for key in list(state_dict):
+            state_dict[key.replace("module.", "").replace("_orig_mod.", "")] = state_dict.pop(key)
+
+    failed = failed_checks(nb08.strip.check(replace_everywhere))
+    assert "subweight" in failed["keeps plain keys and a layer named 'submodule' as they are"]
+
+
+def test_strip_that_rebinds_is_named() -> None:
+    def rebind(module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+        state_dict = {k.removeprefix("module."): v for k, v in state_dict.items()}  # noqa: F841
+
+    assert "in place" in mistakes(nb08.strip, rebind)
+
+
+def test_strip_that_changes_tensors_is_named() -> None:
+    def scales(module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+        nb08.strip_prefixes(module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors)
+        for value in state_dict.values():
+            value.mul_(1.001)
+
+    assert "must not change the values" in mistakes(nb08.strip, scales)
+
+
+def test_strip_with_a_wrong_signature_is_named() -> None:
+    assert "8 arguments" in mistakes(nb08.strip, lambda module, state_dict: None)
