@@ -179,7 +179,7 @@ def _max_norm_layer() -> nn.Linear:
         layer.bias.zero_()
     weight = layer.weight
     del layer.weight
-    layer.register_parameter("weight_orig", weight)
+    layer.register_parameter("weight_orig", cast(nn.Parameter, weight))
     return layer
 
 
@@ -197,7 +197,8 @@ def _run_max_norm(fn: Callable, *, twice: bool = False) -> _Run:
     """Register ``fn`` as a forward pre-hook on a fresh layer and run one forward pass, or (``twice``)
     use the layer twice on an input that requires grad, like a shared layer, then one backward pass."""
     layer = _max_norm_layer()
-    run = _Run(layer=layer, orig=layer.weight_orig, version=layer.weight_orig._version)
+    orig = cast(nn.Parameter, layer.weight_orig)
+    run = _Run(layer=layer, orig=orig, version=orig._version)
     calls: list[Any] = []
 
     def wrapper(module, args):
