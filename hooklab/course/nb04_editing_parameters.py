@@ -228,7 +228,8 @@ def _explain_error(exc: BaseException) -> Mistake:
     text = str(exc)
     if isinstance(exc, AttributeError) and "weight" in text:
         return Mistake("the layer has no `weight` until your hook sets it: the trained Parameter is "
-                       f"`module.weight_orig` (section 3b). Compute the used weight from it: {_RECOMPUTE}.")
+                       f"`module.weight_orig` (section 3b). Compute the used weight from it: {_RECOMPUTE}. "
+                       "Do not change a weight in place here: that breaks a layer used twice (section 3c).")
     if isinstance(exc, RuntimeError) and "leaf Variable that requires grad" in text:
         return Mistake("PyTorch refused an in-place change to the parameter (\"a leaf Variable that requires grad "
                        "is being used in an in-place operation\"). Do not change `weight_orig` at all: build a new "
@@ -283,7 +284,7 @@ def _trains(fn: Callable) -> None:
     _first_run(fn)
     run = _run_max_norm(fn, twice=True)
     if run.error is not None:
-        raise Mistake(_SKIPPED.replace("runs without an error", "passes the line above"))
+        raise Mistake("skipped until the check above passes (the layer runs twice and backward goes through).")
     layer = run.layer
     if isinstance(layer.weight, nn.Parameter) and layer.weight is not run.orig:
         raise Mistake("your hook put a new nn.Parameter into `module.weight`. No optimizer holds it and no "
