@@ -13,7 +13,7 @@ from hooklab.course.nb04_editing_parameters import draw_weights_and_output, stal
 from hooklab.plots import figure, to_png
 from hooklab.course.nb04_editing_parameters import (fold_exercise, fold_pruned_weights, logger_exercise,
                                                   make_weight_logger, max_norm_exercise, max_norm_hook)
-from .checking import failures
+from .checking import failed_checks, failures
 
 
 def test_toy_regression_is_repeatable_and_leaves_the_global_rng_alone():
@@ -68,20 +68,53 @@ def test_draw_weights_and_output_counts_zeros_and_is_fast():
 # ---------------------------------------------------------------- exercise 1: max-norm
 def test_max_norm_solution_passes():
     assert max_norm_exercise.check(max_norm_hook).passed
-    assert "renorm_(p=2, dim=0, maxnorm=1.0)" in max_norm_exercise.solution().code
+    code = max_norm_exercise.solution().code
+    assert "torch.renorm(module.weight_orig, p=2, dim=0, maxnorm=1.0)" in code and "no_grad" not in code
 
 
 def test_other_right_max_norm_answers_pass():
     def by_hand(module, args):
-        with torch.no_grad():
-            norms = module.weight.norm(dim=1, keepdim=True)
-            module.weight.mul_(torch.clamp(1.0 / norms, max=1.0))
+        w = module.weight_orig
+        module.weight = w * torch.clamp(1.0 / w.norm(dim=1, keepdim=True), max=1.0)
 
-    def with_data(module, args):
-        module.weight.data = torch.renorm(module.weight.data, 2, 0, 1.0)
+    def with_where(module, args):
+        norms = module.weight_orig.norm(dim=1, keepdim=True)
+        module.weight = torch.where(norms > 1.0, module.weight_orig / norms, module.weight_orig)
 
     assert max_norm_exercise.check(by_hand).passed, str(max_norm_exercise.check(by_hand))
-    assert max_norm_exercise.check(with_data).passed
+    assert max_norm_exercise.check(with_where).passed, str(max_norm_exercise.check(with_where))
+
+
+def test_the_fragile_in_place_answer_is_rejected_by_running_twice():
+    def in_place(module, args):  # what this exercise asked for before: right for one call, wrong for two
+        with torch.no_grad():
+            module.weight_orig.renorm_(p=2, dim=0, maxnorm=1.0)
+        module.weight = module.weight_orig
+
+    verdict = max_norm_exercise.check(in_place)
+    failed = failed_checks(verdict)
+    assert "leaves weight_orig alone, so the layer may run twice before one backward pass" in failed, str(verdict)
+    message = failed["leaves weight_orig alone, so the layer may run twice before one backward pass"]
+    assert "modified by an inplace operation" in message and "torch.renorm(module.weight_orig" in message
+    # its single forward pass is fine: the earlier checks pass, so the message points at the real problem
+    assert verdict.lines[1][0] and verdict.lines[2][0]
+
+
+def test_the_old_in_place_answer_on_weight_is_named():
+    def old_answer(module, args):
+        with torch.no_grad():
+            module.weight.renorm_(p=2, dim=0, maxnorm=1.0)
+
+    text = failures(max_norm_exercise.check(old_answer))
+    assert "has no `weight` until your hook sets it" in text and "weight_orig" in text
+
+
+def test_a_silent_in_place_change_is_named():
+    def via_data(module, args):  # .data skips the version counter, so backward does not fail
+        module.weight_orig.data = torch.renorm(module.weight_orig.data, 2, 0, 1.0)
+        module.weight = module.weight_orig * 1
+
+    assert "changed `weight_orig` itself" in failures(max_norm_exercise.check(via_data))
 
 
 def test_stub_says_not_written_yet():
@@ -94,36 +127,31 @@ def test_stub_says_not_written_yet():
     assert all("not written yet" in m for m in verdict.mistakes)
 
 
-def test_forgetting_no_grad_is_named():
-    def no_no_grad(module, args):
-        module.weight.renorm_(p=2, dim=0, maxnorm=1.0)
+def test_cutting_the_gradient_is_named():
+    def detached(module, args):
+        module.weight = torch.renorm(module.weight_orig.detach(), 2, 0, 1.0)
 
-    text = failures(max_norm_exercise.check(no_no_grad))
-    assert "torch.no_grad()" in text and "leaf Variable" in text
-    assert "skipped until the hook runs" in text
+    def under_no_grad(module, args):
+        with torch.no_grad():
+            module.weight = torch.renorm(module.weight_orig, 2, 0, 1.0)
+
+    for fn in (detached, under_no_grad):
+        assert "no gradient reached `weight_orig`" in failures(max_norm_exercise.check(fn))
 
 
-def test_replacing_the_parameter_is_named():
+def test_a_new_parameter_is_named():
     def replaces(module, args):
-        module.weight = nn.Parameter(torch.renorm(module.weight.detach(), 2, 0, 1.0))
+        module.weight = nn.Parameter(torch.renorm(module.weight_orig.detach(), 2, 0, 1.0))
 
     verdict = max_norm_exercise.check(replaces)
-    assert [d for ok, d, _ in verdict.lines if not ok] == ["keeps the same Parameter object, so the optimizer "
-                                                          "still trains it"]
+    assert [d for ok, d, _ in verdict.lines if not ok] == [
+        "gradients reach weight_orig, and a step on it changes the weight the layer uses"]
     assert "new nn.Parameter" in verdict.mistakes[0] and "optimizer" in verdict.mistakes[0]
-
-
-def test_assigning_a_plain_tensor_is_named():
-    def assigns(module, args):
-        module.weight = torch.renorm(module.weight, 2, 0, 1.0)
-
-    assert "only accepts an nn.Parameter" in failures(max_norm_exercise.check(assigns))
 
 
 def test_returning_a_value_is_named():
     def returns(module, args):
-        with torch.no_grad():
-            module.weight.renorm_(p=2, dim=0, maxnorm=1.0)
+        module.weight = torch.renorm(module.weight_orig, 2, 0, 1.0)
         return module.weight
 
     assert "new input" in failures(max_norm_exercise.check(returns))
@@ -131,24 +159,21 @@ def test_returning_a_value_is_named():
 
 def test_columns_clamping_and_global_scaling_are_named():
     def columns(module, args):
-        with torch.no_grad():
-            module.weight.renorm_(p=2, dim=1, maxnorm=1.0)
+        module.weight = torch.renorm(module.weight_orig, p=2, dim=1, maxnorm=1.0)
 
     def clamps(module, args):
-        with torch.no_grad():
-            module.weight.clamp_(-0.4, 0.4)
+        module.weight = module.weight_orig.clamp(-0.4, 0.4)
 
     def global_norm(module, args):
-        with torch.no_grad():
-            module.weight.div_(module.weight.norm(dim=1).max())
+        module.weight = module.weight_orig / module.weight_orig.norm(dim=1).max()
 
     def nothing(module, args):
-        pass
+        module.weight = module.weight_orig * 1
 
     assert "each column" in failures(max_norm_exercise.check(columns))
     assert "changed direction" in failures(max_norm_exercise.check(clamps))
     assert "within the limit, and your hook changed it" in failures(max_norm_exercise.check(global_norm))
-    assert "unchanged" in failures(max_norm_exercise.check(nothing))
+    assert "equals `weight_orig`" in failures(max_norm_exercise.check(nothing))
 
 
 def test_wrong_signature_is_named():

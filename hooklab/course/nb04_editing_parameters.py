@@ -9,17 +9,19 @@ optimizer check, and the live lab's picture.
 >>> losses[0] > losses[-1], stale_parameters(model, opt)
 (True, [])
 
-Exercises of notebook 04 (editing parameters in hooks): a max-norm constraint, a weight
+Exercises of notebook 04 (editing parameters in hooks): a max-norm constraint recomputed from
+``weight_orig``, a weight
 logger that keeps real snapshots, and a checkpoint hook that folds a pruned weight.
 
 >>> from hooklab.course.nb04_editing_parameters import max_norm_exercise, max_norm_hook
 >>> print(max_norm_exercise.check(max_norm_hook))
-Max-norm constraint in a forward pre-hook: all 6 checks passed
+Max-norm constraint, recomputed in a forward pre-hook: all 7 checks passed
   ✓ has the right signature
   ✓ runs inside a forward pass without an error
   ✓ returns None (the layer's input stays as it is)
-  ✓ keeps the same Parameter object, so the optimizer still trains it
-  ✓ limits every row of the weight to norm 1.0
+  ✓ leaves weight_orig alone, so the layer may run twice before one backward pass
+  ✓ gradients reach weight_orig, and a step on it changes the weight the layer uses
+  ✓ limits every row of the used weight to norm 1.0
   ✓ rescales only the rows that are too long, keeping their direction
 """
 
@@ -151,11 +153,13 @@ _SKIPPED = "skipped until the hook runs without an error (see the first failed l
 _WAITING = "not written yet."
 
 
-# ---------------------------------------------------------------- exercise 1: max-norm
+# ---------------------------------------------------------------- exercise 1: max-norm, recomputed
 def max_norm_hook(module, args):
-    """A forward pre-hook: every row of ``module.weight`` gets an L2 norm of at most 1.0."""
-    with torch.no_grad():  # an in-place change to a parameter must not be recorded by autograd
-        module.weight.renorm_(p=2, dim=0, maxnorm=1.0)  # the same tensor, changed in place
+    """A forward pre-hook for a layer that keeps its trained weight as ``module.weight_orig`` (section 3b):
+    the weight the forward pass uses is ``weight_orig`` with every row limited to an L2 norm of 1.0."""
+    # torch.renorm (no underscore) builds a new tensor, recorded by autograd: weight_orig is never
+    # changed in place, and the gradient flows back to it through renorm
+    module.weight = torch.renorm(module.weight_orig, p=2, dim=0, maxnorm=1.0)
     # no return: returning something would replace the layer's input
 
 
@@ -167,35 +171,48 @@ _ROWS = ((2.0, -2.0, 1.0, 0.0, 0.0),
 
 
 def _max_norm_layer() -> nn.Linear:
+    """A ``Linear(5, 4)`` laid out as in section 3b: the trained Parameter is ``weight_orig``, and the
+    layer has no ``weight`` until a forward pre-hook sets it."""
     layer = nn.Linear(5, 4)
     with torch.no_grad():
         layer.weight.copy_(torch.tensor(_ROWS))
         layer.bias.zero_()
+    weight = layer.weight
+    del layer.weight
+    layer.register_parameter("weight_orig", cast(nn.Parameter, weight))
     return layer
 
 
 @dataclass
 class _Run:
     layer: nn.Linear
-    param: torch.Tensor | None = None
+    orig: torch.Tensor
+    version: int = 0  # weight_orig's version counter before the hook ran (each in-place change bumps it)
     returned: Any = None
     output: torch.Tensor | None = None
     error: BaseException | None = None
 
 
-def _run_max_norm(fn: Callable) -> _Run:
-    """Register ``fn`` as a forward pre-hook on a fresh layer and run one forward pass."""
-    run = _Run(layer=_max_norm_layer())
-    run.param = run.layer.weight
+def _run_max_norm(fn: Callable, *, twice: bool = False) -> _Run:
+    """Register ``fn`` as a forward pre-hook on a fresh layer and run one forward pass, or (``twice``)
+    use the layer twice on an input that requires grad, like a shared layer, then one backward pass."""
+    layer = _max_norm_layer()
+    orig = cast(nn.Parameter, layer.weight_orig)
+    run = _Run(layer=layer, orig=orig, version=orig._version)
     calls: list[Any] = []
 
     def wrapper(module, args):
         calls.append(fn(module, args))
         return calls[-1]
 
-    handle = run.layer.register_forward_pre_hook(wrapper)
+    handle = layer.register_forward_pre_hook(wrapper)
     try:
-        run.output = run.layer(torch.ones(2, 5))
+        if twice:
+            x = torch.ones(2, 5, requires_grad=True)
+            run.output = layer(x) + layer(x)
+            run.output.sum().backward()
+        else:
+            run.output = layer(torch.ones(2, 5))
     except BaseException as exc:  # noqa: BLE001 - reported to the learner
         run.error = exc
     finally:
@@ -204,16 +221,22 @@ def _run_max_norm(fn: Callable) -> _Run:
     return run
 
 
+_RECOMPUTE = "`module.weight = torch.renorm(module.weight_orig, p=2, dim=0, maxnorm=1.0)`"
+
+
 def _explain_error(exc: BaseException) -> Mistake:
     text = str(exc)
+    if isinstance(exc, AttributeError) and "weight" in text:
+        return Mistake("the layer has no `weight` until your hook sets it: the trained Parameter is "
+                       f"`module.weight_orig` (section 3b). Compute the used weight from it: {_RECOMPUTE}. "
+                       "Do not change a weight in place here: that breaks a layer used twice (section 3c).")
     if isinstance(exc, RuntimeError) and "leaf Variable that requires grad" in text:
-        return Mistake("PyTorch refused the in-place change (\"a leaf Variable that requires grad is being used "
-                       "in an in-place operation\"): autograd would have to record a change to a parameter. "
-                       "Wrap the change in `with torch.no_grad():`.")
+        return Mistake("PyTorch refused an in-place change to the parameter (\"a leaf Variable that requires grad "
+                       "is being used in an in-place operation\"). Do not change `weight_orig` at all: build a new "
+                       f"tensor from it, {_RECOMPUTE}.")
     if isinstance(exc, TypeError) and "cannot assign" in text:
-        return Mistake("you assigned a plain tensor to `module.weight`, and PyTorch only accepts an nn.Parameter "
-                       "there. Do not assign at all: change the existing weight in place, "
-                       "e.g. `module.weight.renorm_(p=2, dim=0, maxnorm=1.0)` under `torch.no_grad()`.")
+        return Mistake("PyTorch refused the assignment to `module.weight`. Set it to a plain tensor computed from "
+                       f"`module.weight_orig`: {_RECOMPUTE}.")
     return Mistake(f"your hook raised {type(exc).__name__}: {text}")
 
 
@@ -241,42 +264,59 @@ def _returns_none(fn: Callable) -> None:
                       "layer's new input. The constraint changes the weight, not the input: return nothing.")
 
 
-def _same_parameter(fn: Callable) -> None:
-    run = _first_run(fn)
-    assert run.layer is not None
-    if run.layer.weight is not run.param:
-        raise Mistake("your hook put a new nn.Parameter into `module.weight`. An optimizer created before "
-                      "keeps updating the old one, so training stops reaching the layer. Change the existing "
-                      "tensor in place instead: `module.weight.renorm_(...)` or `module.weight.mul_(...)` "
-                      "under `torch.no_grad()`.")
-    # and an optimizer step still moves what the layer uses
-    layer = _max_norm_layer()
-    opt = torch.optim.SGD(layer.parameters(), lr=0.1)
+def _runs_twice(fn: Callable) -> None:
+    _first_run(fn)
+    run = _run_max_norm(fn, twice=True)
+    if run.error is not None and "modified by an inplace operation" in str(run.error):
+        raise Mistake("backward failed with \"one of the variables needed for gradient computation has been "
+                      "modified by an inplace operation\": your hook changes `weight_orig` in place, so the "
+                      "layer's second call changed a tensor that its first call had saved for backward. Leave "
+                      f"`weight_orig` alone and build a new tensor from it: {_RECOMPUTE}.")
+    if run.error is not None:
+        raise _explain_error(run.error)
+    if run.orig._version != run.version or not torch.equal(run.orig.detach(), torch.tensor(_ROWS)):
+        raise Mistake("your hook changed `weight_orig` itself. It is the trained tensor and must stay as the "
+                      "optimizer left it; the hook only computes the weight the forward pass uses: "
+                      f"{_RECOMPUTE}.")
+
+
+def _trains(fn: Callable) -> None:
+    _first_run(fn)
+    run = _run_max_norm(fn, twice=True)
+    if run.error is not None:
+        raise Mistake("skipped until the check above passes (the layer runs twice and backward goes through).")
+    layer = run.layer
+    if isinstance(layer.weight, nn.Parameter) and layer.weight is not run.orig:
+        raise Mistake("your hook put a new nn.Parameter into `module.weight`. No optimizer holds it and no "
+                      "gradient reaches `weight_orig` through it. Assign a plain tensor computed from "
+                      f"`weight_orig`: {_RECOMPUTE}.")
+    if run.orig.grad is None or not bool(run.orig.grad.abs().sum() > 0):
+        raise Mistake("no gradient reached `weight_orig`: the used weight must be computed from it with autograd "
+                      "on. Drop `.detach()`, `.data` and `torch.no_grad()` from the hook.")
+    before = layer.weight.detach().clone()
+    torch.optim.SGD([run.orig], lr=0.1).step()
     handle = layer.register_forward_pre_hook(fn)
     try:
-        layer(torch.ones(2, 5)).sum().backward()
-        before = layer.weight.detach().clone()
-        opt.step()
+        layer(torch.ones(2, 5))
     finally:
         handle.remove()
     if torch.equal(before, layer.weight.detach()):
-        raise Mistake("after an SGD step the layer's weight did not change: make sure the hook changes "
-                      "`module.weight` itself, in place.")
+        raise Mistake("after an SGD step on `weight_orig` the weight the layer uses did not change: compute "
+                      "`module.weight` from `module.weight_orig` on every call.")
 
 
 def _row_norms(fn: Callable) -> None:
     run = _first_run(fn)
-    assert run.layer is not None
     w = run.layer.weight.detach()
     rows, cols = w.norm(dim=1), w.norm(dim=0)
     original = torch.tensor(_ROWS)
     if torch.equal(w, original):
-        raise Mistake("the weight is unchanged after a forward pass: rows with a norm above 1.0 must be "
+        raise Mistake("the weight the forward pass uses equals `weight_orig`: rows with a norm above 1.0 must be "
                       "scaled down to norm 1.0 (torch.renorm, or divide each long row by its norm).")
     if (rows > MAX_NORM + 1e-4).any():
         if (cols <= MAX_NORM + 1e-4).all():
-            raise Mistake("you limited the norm of each column (dim=1 in renorm_, or norm(dim=0)). Max-norm limits "
-                          "each row, the weights coming into one output unit: `renorm_(p=2, dim=0, maxnorm=1.0)`, "
+            raise Mistake("you limited the norm of each column (dim=1 in renorm, or norm(dim=0)). Max-norm limits "
+                          "each row, the weights coming into one output unit: `renorm(..., p=2, dim=0, maxnorm=1.0)`, "
                           "or `norm(dim=1, keepdim=True)`.")
         norms = [round(v, 3) for v in rows.tolist()]
         raise Mistake(f"after your hook the rows have norms {norms}; each must be at most 1.0.")
@@ -287,7 +327,6 @@ def _row_norms(fn: Callable) -> None:
 
 def _only_long_rows(fn: Callable) -> None:
     run = _first_run(fn)
-    assert run.layer is not None
     w = run.layer.weight.detach()
     original = torch.tensor(_ROWS)
     norms = original.norm(dim=1)
@@ -308,11 +347,12 @@ def _only_long_rows(fn: Callable) -> None:
 
 
 max_norm_exercise = Exercise(
-    "Max-norm constraint in a forward pre-hook",
+    "Max-norm constraint, recomputed in a forward pre-hook",
     [("runs inside a forward pass without an error", _runs),
      ("returns None (the layer's input stays as it is)", _returns_none),
-     ("keeps the same Parameter object, so the optimizer still trains it", _same_parameter),
-     ("limits every row of the weight to norm 1.0", _row_norms),
+     ("leaves weight_orig alone, so the layer may run twice before one backward pass", _runs_twice),
+     ("gradients reach weight_orig, and a step on it changes the weight the layer uses", _trains),
+     ("limits every row of the used weight to norm 1.0", _row_norms),
      ("rescales only the rows that are too long, keeping their direction", _only_long_rows)],
     hook_kind="forward_pre",
     solution=max_norm_hook,
@@ -433,7 +473,8 @@ def fold_pruned_weights(module, state_dict, prefix, local_metadata, strict, miss
             name = key[: -len("_orig")]
             mask = state_dict.pop(name + "_mask")
             state_dict[name] = state_dict.pop(key) * mask
-    # no return: PyTorch ignores it; the hook works by changing state_dict in place
+    # no return: PyTorch ignores it. The hook changes the dict (its keys) in place; `orig * mask` is a new
+    # tensor, so the caller's checkpoint tensors stay as they were
 
 
 _LOAD_ARGS = ("module", "state_dict", "prefix", "local_metadata", "strict", "missing_keys", "unexpected_keys",
