@@ -46,7 +46,8 @@ class Step:
 
 SCALE, FACTOR, ZERO = "scale layer 0's output", "factor", "zero the input"
 NORM2_0, NORM2_1 = "encoder.layers.0.norm2 · LayerNorm · leaf", "encoder.layers.1.norm2 · LayerNorm · leaf"
-CONV1, BN2_4_1, RELU_1_0 = "conv1 · Conv2d · leaf", "layer4.1.bn2 · BatchNorm2d · leaf", "layer1.0.relu · ReLU · leaf · called 2×"
+CONV1, BN2_4_1 = "conv1 · Conv2d · leaf", "layer4.1.bn2 · BatchNorm2d · leaf"
+RELU_1_0 = "layer1.0.relu · ReLU · leaf · called 2×"
 
 EXPECTATIONS: dict[str, dict[str, Any]] = {
     "00_start_here.ipynb": {
