@@ -46,6 +46,8 @@ class Step:
 
 SCALE, FACTOR, ZERO = "scale layer 0's output", "factor", "zero the input"
 NORM2_0, NORM2_1 = "encoder.layers.0.norm2 · LayerNorm · leaf", "encoder.layers.1.norm2 · LayerNorm · leaf"
+CONV1, BN2_4_1 = "conv1 · Conv2d · leaf", "layer4.1.bn2 · BatchNorm2d · leaf"
+RELU_1_0 = "layer1.0.relu · ReLU · leaf · called 2×"
 
 EXPECTATIONS: dict[str, dict[str, Any]] = {
     "00_start_here.ipynb": {
@@ -187,29 +189,38 @@ EXPECTATIONS: dict[str, dict[str, Any]] = {
     },
     # ------------------------------------------------------------------ 05: inside any layer of ResNet-18
     "05_resnet_traversal.ipynb": {
-        "controls": ["layer", "zero its output", "add noise to its output", "noise (× std)"],
+        "controls": ["filter", "module", "zero its output", "add noise", "noise (× std)", "scale its output",
+                     "factor", "clamp its output", "clamp at ± (× std)"],
+        "type": {"filter": ["layer4.*.bn?", "no-such-module"]},
         "steps": [
             Step("start: conv1, nothing on",
-                 {"layer": "conv1", "zero its output": False, "add noise to its output": False, "noise (× std)": 0.5},
-                 {"output shape": "[1, 64, 56, 56]", "std": "0.4402", "logit change": "0"}),
+                 {"filter": "", "module": CONV1, "zero its output": False, "add noise": False, "noise (× std)": 0.5,
+                  "scale its output": False, "factor": 2.0, "clamp its output": False, "clamp at ± (× std)": 1.0},
+                 {"shape": "[1, 64, 56, 56]", "std": "0.4402", "output change": "0", "hooks on the model": "0",
+                  "listed": "all 68 modules"}),
             Step("zero conv1's output: the logits move",
                  {"zero its output": True},
-                 {"std": "0", "logit change": "34.1"}),
-            Step("the zero hook follows the dropdown to layer4.1.bn2",
-                 {"layer": "layer4.1.bn2"},
-                 {"output shape": "[1, 512, 4, 4]", "logit change": "18.5"}),
+                 {"std": "0", "interventions": "zero", "output change": "34.1", "hooks on the model": "1"}),
+            Step("the zero hook follows the module picked to layer4.1.bn2",
+                 {"module": BN2_4_1},
+                 {"shape": "[1, 512, 4, 4]", "output change": "18.5", "hooks on the model": "1"}),
             Step("layer1.0.relu: one module, called twice per forward",
-                 {"layer": "layer1.0.relu"},
-                 {"output shape": "[1, 64, 28, 28]", "calls per forward": "2", "logit change": "34.1"}),
+                 {"module": RELU_1_0},
+                 {"shape": "[1, 64, 28, 28]", "calls per forward": "2", "output change": "34.1"}),
             Step("noise instead of zeros",
-                 {"zero its output": False, "add noise to its output": True},
-                 {"std": "0.6113", "logit change": "4.08"}),
+                 {"zero its output": False, "add noise": True},
+                 {"std": "0.6092", "interventions": "noise 0.5×std", "output change": "4.33"}),
             Step("more noise",
                  {"noise (× std)": 2.0},
-                 {"std": "1.852", "logit change": "53.9"}),
-            Step("noise off, back to conv1: the clean logits",
-                 {"add noise to its output": False, "layer": "conv1"},
-                 {"output shape": FIRST, "std": FIRST, "logit change": "0"}),
+                 {"std": "1.848", "output change": "51"}),
+            Step("the filter lists four BatchNorms of layer4; the first is picked, the noise moves with it",
+                 {"filter": "layer4.*.bn?"},
+                 {"listed": "4 of 68 match 'layer4.*.bn?'", "type": "BatchNorm2d · leaf", "std": "3.928",
+                  "output change": "19.7", "hooks on the model": "1"}),
+            Step("noise off, the whole list, back to conv1: the start again",
+                 {"add noise": False, "filter": "", "module": CONV1},
+                 {"shape": FIRST, "std": FIRST, "output change": "0", "hooks on the model": "0",
+                  "listed": "all 68 modules"}),
         ],
     },
     # ------------------------------------------------------------------ 06: training diagnostics

@@ -1,4 +1,4 @@
-"""hooklab.course.nb05_resnet_traversal: tables, rounding, mosaics and the live lab's figure.
+"""hooklab.course.nb05_resnet_traversal: tables, rounding and the photograph.
 
 And its exercises: Notebook 05's exercises: the solutions pass, and typical wrong answers are named.
 """
@@ -11,7 +11,6 @@ import torch
 import hooklab
 import hooklab.course.data
 from hooklab.course import nb05_resnet_traversal as lab
-from hooklab.plots import figure, to_png
 from torch import nn
 from hooklab.course.nb05_resnet_traversal import (count_calls, count_exercise, grad_exercise, make_grad_saver,
                                                 make_saver, saver_exercise)
@@ -38,50 +37,9 @@ def test_table_prints_aligned_and_as_html():
     assert "<table" in t._repr_html_()
 
 
-def test_mosaic_tiles_and_normalises_each_channel():
-    maps = torch.stack([torch.full((2, 3), 5.0), torch.arange(6.0).view(2, 3)])
-    tiled = lab.mosaic(maps, pad=1)
-    assert tiled.shape == (2, 7)  # 2 tiles side by side, 1 column apart
-    assert tiled[:, 3].eq(1).all()  # the gap
-    assert tiled[:, 4:].min() == 0 and tiled[:, 4:].max() == 1
-    with pytest.raises(ValueError, match="feature maps must be"):
-        lab.mosaic(torch.zeros(4, 4))
-
-
-def test_mosaic_places_each_channel_row_by_row_with_white_gaps():
-    maps = torch.stack([torch.tensor([[0.0, float(i + 1)]]) for i in range(5)])  # 5 maps of 1 x 2
-    tiled = lab.mosaic(maps, pad=1)
-    assert tiled.shape == (3, 8)  # 3 columns x 2 rows of 1 x 2 tiles, 1 pixel apart
-    expected = torch.ones(3, 8)
-    for i in range(5):
-        r, q = divmod(i, 3)
-        expected[2 * r, 3 * q: 3 * q + 2] = torch.tensor([0.0, 1.0])
-    assert torch.equal(tiled, expected)  # the sixth place stays white
-
-
-def test_layer_figure_leaves_the_thread_count_alone():
-    before = torch.get_num_threads()
-    lab.layer_figure(figure(), torch.randn(1, 4, 6, 6))
-    assert torch.get_num_threads() == before
-
-
 def test_photo_image_undoes_the_normalisation():
     img = lab.photo_image(hooklab.course.data.sample_photo(16))
     assert img.shape == (16, 16, 3) and 0 <= img.min() and img.max() <= 1
-
-
-def test_top_logits_order():
-    assert lab.top_logits(torch.tensor([[0.1, 0.9, 0.5]]), k=2) == [(1, 0.9), (2, 0.5)]
-
-
-@pytest.mark.parametrize("shape", [(1, 8, 5, 5), (1, 8, 1, 1), (1, 10)])
-def test_layer_figure_draws_every_kind_of_output(shape, recwarn):
-    fig = figure((6, 2.5))  # a constrained-layout figure, as hooklab.Panel makes
-    lab.layer_figure(fig, torch.randn(shape), "demo")
-    assert to_png(fig).startswith(b"\x89PNG")
-    assert fig.get_layout_engine() is None
-    assert not [w for w in recwarn if "layout" in str(w.message)]
-    lab.layer_figure(figure(), torch.zeros(shape))  # constant output: no error
 
 
 def test_threads_restores_the_thread_count_also_on_error():
@@ -93,6 +51,20 @@ def test_threads_restores_the_thread_count_also_on_error():
         with hooklab.course.data.threads(1):
             raise RuntimeError("boom")
     assert torch.get_num_threads() == before
+
+
+def test_the_notebook_shows_the_raw_calls_before_the_helpers_that_wrap_them():
+    from .nbtools import NOTEBOOKS, code_cells, read
+
+    sources = [cell.source for _, cell in code_cells(read(NOTEBOOKS / "05_resnet_traversal.ipynb"))]
+
+    def first(text):
+        return next(i for i, source in enumerate(sources) if text in source)
+
+    raw = first(".register_forward_hook(")
+    assert "h.remove()" in sources[raw] and raw < first("hooks.forward(")  # a plain loop keeps and removes handles
+    assert first("output.register_hook(") < first('what=("grad",)')  # Fix 1 by hand before the Recorder
+    assert first("hooklab.explore(model") > first('what=("grad",)')  # the lab comes after the mechanics
 
 
 # ---------------------------------------------------------------- exercise 1: save outputs by name

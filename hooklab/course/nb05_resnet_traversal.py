@@ -1,8 +1,8 @@
-"""Helpers for notebook 05 (traversing a ResNet): tables, rounded statistics, a fast layer view.
+"""Helpers for notebook 05 (traversing a ResNet): tables, rounded statistics, the photograph.
 
 The notebook keeps the hooks in plain sight; this module holds only what is not about hooks:
-printing rows as an aligned table, rounding statistics so they print the same on every run,
-tiling feature maps into one image, and drawing a layer's output quickly enough for a live panel.
+printing rows as an aligned table, rounding statistics so they print the same on every run, and
+turning the normalised photograph back into an image. (The live lab is ``hooklab.explore``.)
 
 >>> import torch, hooklab.course.nb05_resnet_traversal as lab
 >>> lab.stats(torch.tensor([[-1.0, 0.0], [1.0, 2.0]]))
@@ -42,9 +42,8 @@ from .._table import Table
 from ..checker import Exercise, Mistake, grad_of
 from ..hooks import Hooks
 from ..inspection import count_hooks
-from ..plots import fixed_layout
 from ..recording import Recorder
-from .data import IMAGENET_MEAN, IMAGENET_STD, seeded, threads
+from .data import IMAGENET_MEAN, IMAGENET_STD, seeded
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]], title: str = "") -> Table:
@@ -90,32 +89,6 @@ def stats(t: torch.Tensor, digits: int = 4) -> dict[str, float]:
     }
 
 
-def mosaic(maps: torch.Tensor, n: int = 16, pad: int = 1) -> torch.Tensor:
-    """The first ``n`` channels of ``[C, H, W]`` (or ``[1, C, H, W]``) tiled into one ``[H', W']`` image.
-
-    Each channel is scaled to [0, 1] on its own; the gaps between tiles are 1 (white with a grey
-    colour map). One image draws much faster than ``n`` separate plots, which matters in a live panel.
-
-    >>> mosaic(torch.rand(1, 6, 4, 4), n=4).shape   # 2 x 2 tiles of 4 x 4, 1 pixel apart
-    torch.Size([9, 9])
-    """
-    if maps.dim() == 4:
-        maps = maps[0]
-    if maps.dim() != 3:
-        raise ValueError(f"feature maps must be [C, H, W] or [1, C, H, W], got shape {list(maps.shape)}.")
-    maps = maps.detach().float()[:n]
-    c, h, w = maps.shape
-    lo = maps.amin(dim=(1, 2), keepdim=True)
-    hi = maps.amax(dim=(1, 2), keepdim=True)
-    maps = (maps - lo) / (hi - lo).clamp_min(1e-12)
-    cols = math.ceil(math.sqrt(c))
-    rows = math.ceil(c / cols)
-    tiles = torch.ones(rows * cols, h + pad, w + pad)  # each tile with its gap below and to the right
-    tiles[:c, :h, :w] = maps
-    out = tiles.view(rows, cols, h + pad, w + pad).permute(0, 2, 1, 3).reshape(rows * (h + pad), cols * (w + pad))
-    return out[: rows * (h + pad) - pad, : cols * (w + pad) - pad]
-
-
 def photo_image(x: torch.Tensor) -> torch.Tensor:
     """Undo the ImageNet normalisation of :func:`hooklab.course.data.sample_photo`: ``[H, W, 3]`` in [0, 1].
 
@@ -128,55 +101,6 @@ def photo_image(x: torch.Tensor) -> torch.Tensor:
     mean = torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
     std = torch.tensor(IMAGENET_STD).view(3, 1, 1)
     return (x.detach() * std + mean).clamp(0, 1).permute(1, 2, 0)
-
-
-def top_logits(logits: torch.Tensor, k: int = 3, digits: int = 4) -> list[tuple[int, float]]:
-    """The ``k`` largest logits of the first sample as ``(class index, rounded value)`` pairs.
-
-    >>> top_logits(torch.tensor([[0.5, 3.0, -1.0, 2.0]]), k=2)
-    [(1, 3.0), (3, 2.0)]
-    """
-    row = logits.detach()[0] if logits.dim() > 1 else logits.detach()
-    values, indices = row.topk(k)
-    return [(int(i), sig(v, digits)) for v, i in zip(values.tolist(), indices.tolist())]
-
-
-def layer_figure(fig: Any, output: torch.Tensor, title: str = "") -> Any:
-    """Draw a layer's output on ``fig``: a histogram of its values, and its first 16 feature maps
-    as one tiled image (or, for an output without spatial size, its first 256 values as a line).
-
-    Built for speed (a live panel redraws it on every change): no layout engine, one image, and
-    the tensor work on one CPU thread (see :func:`hooklab.course.data.threads`).
-
-    >>> from hooklab.plots import figure
-    >>> len(layer_figure(figure(), torch.rand(1, 4, 8, 8), "conv1").axes)
-    2
-    """
-    fixed_layout(fig, left=0.06, bottom=0.12, top=0.88, wspace=0.12)  # a layout engine would draw twice
-    ax_hist, ax_maps = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
-    with threads(1):
-        values = output.detach().float().flatten()
-        lo, hi = values.min().item(), values.max().item()
-        if hi <= lo:
-            hi = lo + 1.0
-        counts = torch.histc(values, bins=40, min=lo, max=hi)
-        spatial = output.dim() == 4 and output.shape[-1] * output.shape[-2] > 1
-        tiled = mosaic(output).numpy() if spatial else None
-    ax_hist.stairs(counts.numpy(), torch.linspace(lo, hi, 41).numpy(), fill=True, color="#4c72b0")
-    head = f"{title}: " if title else ""
-    # a title with a fixed y skips a slow layout step
-    ax_hist.set_title(f"{head}histogram of {values.numel()} output values", fontsize=8, y=1.0)
-    ax_hist.tick_params(labelsize=7)
-    ax_hist.set_yticks([])  # the counts' scale adds little; fewer labels draw faster
-    if spatial:
-        ax_maps.imshow(tiled, cmap="gray")
-        ax_maps.set_title(f"first {min(16, output.shape[1])} of {output.shape[1]} feature maps", fontsize=8, y=1.0)
-        ax_maps.set_axis_off()
-    else:
-        ax_maps.plot(values[:256].numpy(), lw=0.8, color="#4c72b0")
-        ax_maps.set_title(f"first {min(256, values.numel())} values (no spatial size)", fontsize=8, y=1.0)
-        ax_maps.tick_params(labelsize=7)
-    return fig
 
 
 # -------------------------------------------------------------------- exercises
