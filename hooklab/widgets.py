@@ -130,7 +130,9 @@ class Panel(W.VBox):
             shown as a PNG under the table.
         figsize: the plot's size in inches.
 
-    Read ``panel.values`` (control name -> value) in hooks and in ``render``.
+    Read ``panel.values`` (control name -> value) in hooks and in ``render``. The reset button
+    (``panel.reset()`` from code) puts every control back where it started; ``panel.busy`` is True
+    while a change is computed, and the status line beside the button says so in the page.
     """
 
     _open: ClassVar[dict[str, "Panel"]] = {}
