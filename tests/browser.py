@@ -356,7 +356,8 @@ _JS_UPDATE = """(index) => {
   return body ? parseInt(body.dataset.update) : -1;
 }"""
 
-_JS_BUSY = """(index) => !!document.querySelectorAll('.hooklab-panel')[index].querySelector('.hooklab-status .hooklab-busy')"""
+_JS_BUSY = """(index) => !!document.querySelectorAll('.hooklab-panel')[index]
+  .querySelector('.hooklab-status .hooklab-busy')"""
 
 #: The accessibility roles a panel's parts must have (queried from Chromium's accessibility tree).
 PANEL_ROLES = ("heading", "checkbox", "slider", "combobox", "textbox", "button")

@@ -263,7 +263,8 @@ def test_reset_puts_every_control_back_removes_every_hook_and_shows_the_first_vi
 
 def test_reset_restores_a_filter_its_dropdown_and_a_toggle_that_started_ticked():
     layer = one_layer()
-    panel = hooklab.Panel("reset filter", lambda p: {"picked": p.values["layer"], "output": layer(torch.ones(1)).item()})
+    panel = hooklab.Panel("reset filter",
+                          lambda p: {"picked": p.values["layer"], "output": layer(torch.ones(1)).item()})
     panel.toggle("x10", lambda hooks, p: hooks.forward(layer, lambda m, a, out: out * 10), value=True)
     panel.textbox("find")
     panel.dropdown("layer", ["conv1", "bn1", "layer1.conv1"], "layer1.conv1", filter_by="find")
