@@ -2,10 +2,11 @@
 
 Full: hook overhead (40 interleaved repetitions), memory over 1,000 recorded passes, the tiny
 CNN of notebooks 06 and 07 trained from 5 seeds per kind of data, every notebook and every live
-panel (20 changes per panel), ``hooklab.explore`` on resnet18 at 224×224 (40 updates); writes
+panel (20 changes per panel), ``hooklab.explore`` on resnet18 at 224×224 (40 updates), and click
+to view in Chromium for every control of every lab (benchmarks/browser.py); writes
 ``benchmarks/RESULTS.md`` and exits 1 if a floor is missed.
 Quick: a few repetitions, 30 passes, one seed, notebook 00 only, 6 changes per panel, 8 explore
-updates, one PyTorch thread; writes ``benchmarks/out/results-quick.md`` (git-ignored) and
+updates, one PyTorch thread, no browser; writes ``benchmarks/out/results-quick.md`` (git-ignored) and
 never fails on a floor (the floors hold for the full run on a quiet machine, not for a short run
 on a busy one).
 Raw figures go to ``benchmarks/out/results[-quick].json`` either way.
@@ -31,11 +32,12 @@ OUT = HERE / "out"
 MODES: dict[str, dict[str, Any]] = {
     "full": {"reps": 40, "forwards": 2, "one_shot_reps": 20, "passes": 1000, "seeds": [0, 1, 2, 3, 4],
              "other_cpu": True, "notebooks": None, "changes": 20, "portability_seeds": [3, 4, 5],
-             "explore_changes": 40},
+             "explore_changes": 40, "browser": True},
     "quick": {"reps": 4, "forwards": 1, "one_shot_reps": 2, "passes": 30, "seeds": [0], "other_cpu": False,
-              "notebooks": ["00"], "changes": 6, "portability_seeds": [], "explore_changes": 8},
+              "notebooks": ["00"], "changes": 6, "portability_seeds": [], "explore_changes": 8,
+              "browser": False},
 }
-SECTIONS = ("overhead", "memory", "models", "notebooks", "portability", "explore")
+SECTIONS = ("overhead", "memory", "models", "notebooks", "portability", "explore", "browser")
 
 
 # ---------------------------------------------------------------- the machine
@@ -149,6 +151,11 @@ def collect(mode: str = "full", sections: tuple[str, ...] = SECTIONS, notebooks:
         from . import explore
         log(f"[bench] hooklab.explore on resnet18 at 224×224: {cfg['explore_changes']} updates ...")
         results["explore"] = explore.run(changes=cfg["explore_changes"])
+    if "browser" in sections and cfg["browser"]:
+        from . import browser
+        paths = _notebook_paths(notebooks if notebooks is not None else cfg["notebooks"])
+        log(f"[bench] click to view in Chromium: {len(paths)} notebooks, every control of every lab ...")
+        results["browser"] = browser.run(paths, log=log)
     results["machine"]["load_end"] = _load()
     results["seconds"] = time.perf_counter() - started
     return results
@@ -174,6 +181,9 @@ def floors(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
     if "explore" in results:
         from . import explore
         rows += explore.floors(results["explore"])
+    if "browser" in results:
+        from . import browser
+        rows += browser.floors(results["browser"])
     if "notebooks" in results:
         n = results["notebooks"]
         for r in n["notebooks"]:
@@ -201,7 +211,7 @@ def markdown(results: dict[str, Any]) -> str:
     """RESULTS.md: the machine, the floors, then one section per part that was run."""
     lines = _md_header(results)
     sections = [("overhead", _md_overhead), ("memory", _md_memory), ("models", None), ("portability", None),
-                ("explore", None), ("notebooks", _md_notebooks)]
+                ("explore", None), ("notebooks", _md_notebooks), ("browser", None)]
     for name, render in sections:
         if name not in results:
             continue
@@ -390,6 +400,10 @@ def summary(results: dict[str, Any]) -> str:
         lines.append(f"explore resnet18: median update {e['median_ms']:.1f} ms (ran the model {e['ran_model']} of "
                      f"{e['changes']} times, median {e['median_ran_model_ms'] or 0:.1f} ms; forward alone "
                      f"{e['forward_alone_ms']:.1f} ms); build {e['build_ms']:.0f} ms")
+    if "browser" in results and not results["browser"].get("skipped"):
+        for r in results["browser"]["notebooks"]:
+            lines.append(f"browser {r['notebook']}: " + (r["error"][:200] if r.get("error") else
+                         f"median {_ms(r['median_ms'])} ms, p95 {_ms(r['p95_ms'])} ms, first {_ms(r['first_ms'])} ms"))
     rows = floors(results)
     missed = [name for name, _, ok in rows if not ok]
     lines.append(f"floors met: {len(rows) - len(missed)} of {len(rows)}" +

@@ -5,6 +5,11 @@ dropdowns (values the hooks and the view read), and a view rebuilt after every c
 view is made of widget *values* (an ``HTML`` table and an optional matplotlib ``Image``);
 nothing is printed from a callback, so the panel behaves the same under nbval as in a browser.
 
+Under the controls, a **reset** button puts every control back where it started (and with it
+every hook), and a status line says "updating…" while a change is being computed. The title is a
+heading, every control carries its label for screen readers (slider handles included), and the
+view is a polite live region, so a screen reader reads out each new view.
+
 A cell can drive the panel from code, which fires the same callbacks a click does:
 
 >>> import torch, torch.nn as nn, hooklab
@@ -65,6 +70,47 @@ def filter_options(options: Sequence[Any], text: str) -> list[Any]:
     return kept
 
 
+#: Shown in the status line while a change is computed (the view still shows the previous state).
+BUSY_HTML = "<span class='hooklab-busy' style='color:#8a5a00'>⏳ updating…</span>"
+
+#: Runs once in the page where the panel's title is shown (an image that fails to load runs it: an
+#: HTML widget runs no <script>). ipywidgets gives slider handles no accessible name, so this names
+#: each handle (and its editable readout) after the slider's label, whenever the controls are
+#: (re)drawn, and makes the view's element a polite live region that stays in the page.
+_A11Y_JS = """(function (img) {
+  var tries = 0;
+  function label(panel) {
+    panel.querySelectorAll('.hooklab-controls .widget-slider').forEach(function (s) {
+      var l = s.querySelector('.widget-label');
+      var name = l ? l.textContent.trim() : '';
+      if (!name) return;
+      var h = s.querySelector('.noUi-handle');
+      if (h && h.getAttribute('aria-label') !== name) h.setAttribute('aria-label', name);
+      var r = s.querySelector('.widget-readout');
+      if (r && r.getAttribute('aria-label') !== name + ' value') {
+        r.setAttribute('role', 'textbox'); r.setAttribute('aria-label', name + ' value');
+      }
+    });
+    var v = panel.querySelector('.hooklab-view');
+    if (v && v.getAttribute('aria-live') !== 'polite') v.setAttribute('aria-live', 'polite');
+  }
+  function start() {
+    var panel = img.closest('.hooklab-panel');
+    if (!panel) { if (tries++ < 400) setTimeout(start, 50); return; }
+    label(panel);
+    new MutationObserver(function () { label(panel); }).observe(panel, {childList: true, subtree: true});
+  }
+  start();
+})(this)"""
+
+
+def _title_html(title: str) -> str:
+    """The panel's title as a heading, plus the one-off script that labels the sliders."""
+    js = " ".join(line.strip() for line in _A11Y_JS.splitlines())
+    return (f"<h3 class='hooklab-title' style='margin:0 0 4px 0;font-size:1.05em'>{html.escape(title)}</h3>"
+            f"<img alt='' hidden src='data:,' onerror=\"{html.escape(js)}\">")
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -84,7 +130,9 @@ class Panel(W.VBox):
             shown as a PNG under the table.
         figsize: the plot's size in inches.
 
-    Read ``panel.values`` (control name -> value) in hooks and in ``render``.
+    Read ``panel.values`` (control name -> value) in hooks and in ``render``. The reset button
+    (``panel.reset()`` from code) puts every control back where it started; ``panel.busy`` is True
+    while a change is computed, and the status line beside the button says so in the page.
     """
 
     _open: ClassVar[dict[str, "Panel"]] = {}
@@ -105,20 +153,34 @@ class Panel(W.VBox):
         self.rows: dict[str, Any] = {}
         self.error: BaseException | None = None
         self.last_update_ms = 0.0
+        #: how many views have been shown; the view's HTML carries it as ``data-update``
         self.updates = 0
+        #: True while a change is computed (the status line says "updating…" meanwhile)
+        self.busy = False
+        self._busy_depth = 0
+        self._body = ""  # the view's HTML without its wrapper (the stored snapshot shows it)
+        self._start: dict[str, Any] = {}  # each control's value when it was added: reset() goes back to it
         self._pending: list[str | None] | None = None  # inside set(): what changed, applied once at the end
         self._quiet = 0  # inside _silenced(): value changes re-register nothing and render nothing
         self._filters: dict[str, list[tuple[str, list[Any]]]] = {}  # text control -> [(dropdown, all its options)]
         self._controls = W.VBox([])
-        self.view = W.HTML()
+        self.view = W.HTML(self._wrap(""))
         self.image = W.Image(format="png", layout=W.Layout(max_width="640px")) if plot else None
-        children: list[W.Widget] = [W.HTML(f"<b>{html.escape(title)}</b>"), self._controls, self.view]
+        self.reset_button = W.Button(description="reset", tooltip="every control back to its start",
+                                     layout=W.Layout(width="auto"))
+        self.reset_button.on_click(lambda _: self._reset())
+        self.status = W.HTML("", layout=W.Layout(min_width="8em", margin="0 0 0 8px"))
+        actions = W.HBox([self.reset_button, self.status], layout=W.Layout(align_items="center"))
+        children: list[W.Widget] = [W.HTML(_title_html(title)), self._controls, actions, self.view]
         if self.image is not None:
             children.append(self.image)
         super().__init__(children, layout=W.Layout(border="1px solid #ccc", padding="6px"))
         # stable CSS classes, for the browser test and for styling
         self.add_class("hooklab-panel")
         self._controls.add_class("hooklab-controls")
+        actions.add_class("hooklab-actions")
+        self.reset_button.add_class("hooklab-reset")
+        self.status.add_class("hooklab-status")
         self.view.add_class("hooklab-view")
         if self.image is not None:
             self.image.add_class("hooklab-plot")
@@ -135,6 +197,7 @@ class Panel(W.VBox):
         self._add_control(box)
         if value:
             box.value = True
+        self._start[name] = bool(value)
         return box
 
     def slider(self, name: str, min: float, max: float, step: float, value: float, *,
@@ -144,7 +207,9 @@ class Panel(W.VBox):
         slider = W.FloatSlider(value=value, min=min, max=max, step=step, description=description or name,
                                continuous_update=False, readout_format=".2f",
                                style={"description_width": "initial"})
-        return self._add_input(name, slider)
+        widget = self._add_input(name, slider)
+        self._start[name] = widget.value
+        return widget
 
     def dropdown(self, name: str, options: Any, value: Any = None, *, description: str | None = None,
                  filter_by: str | None = None) -> W.Dropdown:
@@ -169,6 +234,7 @@ class Panel(W.VBox):
         widget = self._add_input(name, dropdown)
         if filter_by is not None:
             self._narrow(filter_by)
+        self._start[name] = widget.value
         return widget
 
     def textbox(self, name: str, value: str = "", *, description: str | None = None,
@@ -188,7 +254,9 @@ class Panel(W.VBox):
         self._check_new(name)
         box = W.Text(value=value, placeholder=placeholder, description=description or name,
                      continuous_update=False, style={"description_width": "initial"})
-        return self._add_input(name, box)
+        widget = self._add_input(name, box)
+        self._start[name] = widget.value
+        return widget
 
     def _check_new(self, name: str) -> None:
         if name in self._order:
@@ -233,6 +301,22 @@ class Panel(W.VBox):
         return f"{value!r} is not an option of {name!r}{hint}. It lists {listed[:12]}{more}."
 
     @contextlib.contextmanager
+    def _working(self) -> Iterator[None]:
+        """Show the busy state (status line "updating…", ``panel.busy``) while a change is computed.
+        The status widget's new value goes to the page before the work starts."""
+        if self._busy_depth == 0:
+            self.busy = True
+            self.status.value = BUSY_HTML
+        self._busy_depth += 1
+        try:
+            yield
+        finally:
+            self._busy_depth -= 1
+            if self._busy_depth == 0:
+                self.busy = False
+                self.status.value = ""
+
+    @contextlib.contextmanager
     def _silenced(self) -> Iterator[None]:
         """Change control values without re-registering hooks or rendering for each change."""
         self._quiet += 1
@@ -261,20 +345,31 @@ class Panel(W.VBox):
 
     def _apply(self, names: list[str]) -> None:
         """Re-register the hooks of these toggles (each only if ticked), then rebuild the view."""
-        try:
-            for name in names:
-                box, hooks, register = self._toggles[name]
-                hooks.remove()
-                if box.value:
-                    register(hooks, self)
-        except Exception as exc:  # shown in the view; set() re-raises it for code
-            self._show_error(exc)
-            return
-        self.refresh()
+        with self._working():
+            try:
+                for name in names:
+                    box, hooks, register = self._toggles[name]
+                    hooks.remove()
+                    if box.value:
+                        register(hooks, self)
+            except Exception as exc:  # shown in the view; set() re-raises it for code
+                self._show_error(exc)
+                return
+            self.refresh()
+
+    def _wrap(self, body: str) -> str:
+        """The view's HTML: ``body`` in a polite live region that carries the update count."""
+        return f"<div class='hooklab-view-body' data-update='{self.updates}' aria-live='polite'>{body}</div>"
+
+    def _show(self, body: str) -> None:
+        """Show a new view (every view shown counts as one update, ``data-update`` in the page)."""
+        self.updates += 1
+        self._body = body
+        self.view.value = self._wrap(body)
 
     def _show_error(self, exc: Exception) -> None:
         self.error, self.rows = exc, {}  # the view shows only the error now
-        self.view.value = f"<pre style='color:#b00'>{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</pre>"
+        self._show(f"<pre style='color:#b00'>{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</pre>")
 
     def _fresh(self) -> None:
         if self._stale:
@@ -287,22 +382,21 @@ class Panel(W.VBox):
         try:
             result = self._render(self)
             if isinstance(result, Mapping):
-                self.rows = dict(result)
-                body = "".join(f"<tr><td style='padding-right:1em'>{html.escape(str(k))}</td>"
-                               f"<td><code>{html.escape(_fmt(v))}</code></td></tr>" for k, v in self.rows.items())
-                self.view.value = f"<table>{body}</table>"
+                rows = dict(result)
+                body = "<table>" + "".join(
+                    f"<tr><td style='padding-right:1em'>{html.escape(str(k))}</td>"
+                    f"<td><code>{html.escape(_fmt(v))}</code></td></tr>" for k, v in rows.items()) + "</table>"
             else:
-                self.rows = {}
-                self.view.value = str(result)
+                rows, body = {}, str(result)
             if self._plot is not None and self.image is not None:
                 from .plots import figure, to_png
                 fig = figure(self._figsize)
                 self._plot(self, fig)
-                self.image.value = to_png(fig)
-            self.error = None
+                self.image.value = to_png(fig)  # before the view: a new data-update means all of it arrived
+            self.rows, self.error = rows, None
+            self._show(body)
         except Exception as exc:
             self._show_error(exc)
-        self.updates += 1
         self.last_update_ms = (time.perf_counter() - start) * 1000
 
     def set(self, **values: Any) -> dict[str, Any]:
@@ -333,6 +427,27 @@ class Panel(W.VBox):
             raise self.error
         return self.state()
 
+    def reset(self) -> dict[str, Any]:
+        """Put every control back where it started, remove every hook, and show the view again
+        (the first view, when the view depends only on the controls); return :meth:`state`.
+        The reset button does this. A toggle that started ticked registers its hook again."""
+        self._reset()
+        if self.error is not None:
+            raise self.error
+        return self.state()
+
+    def _reset(self) -> None:
+        with self._working():
+            with self._silenced():  # every value first, then the hooks and the view once
+                for name in self._order:  # a filter's text comes before the dropdowns it narrows
+                    widget = self._toggles[name][0] if name in self._toggles else self._inputs[name]
+                    widget.value = self._start[name]
+                    if name in self._filters:
+                        self._narrow(name)
+            for _, hooks, _ in self._toggles.values():
+                hooks.remove()
+            self._apply(list(self._toggles))
+
     def state(self) -> dict[str, Any]:
         """The controls' values, the number of hooks the panel holds, and the view's rows."""
         self._fresh()
@@ -357,21 +472,37 @@ class Panel(W.VBox):
             box.disabled = True
         for widget in self._inputs.values():
             widget.disabled = True
+        self.reset_button.disabled = True
         if Panel._open.get(self.name) is self:
             del Panel._open[self.name]
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         """The live widget, plus an HTML snapshot that a stored notebook shows before it runs."""
         self._fresh()
-        bundle = super()._repr_mimebundle_(**kwargs)
+        parent = getattr(super(), "_repr_mimebundle_", None)
+        if parent is not None:
+            bundle = parent(**kwargs)
+        else:  # ipywidgets 7: the widget's own bundle, as its _ipython_display_ builds it
+            plain = repr(self)
+            bundle = {"text/plain": plain if len(plain) <= 110 else plain[:110] + "…",
+                      "application/vnd.jupyter.widget-view+json": {"version_major": 2, "version_minor": 0,
+                                                                   "model_id": self._model_id}}
         if isinstance(bundle, dict):
             controls = ", ".join(f"{k} = {_fmt(v)}" for k, v in self.values.items()) or "no controls"
             bundle["text/html"] = (
                 "<div style='border:1px solid #ccc;padding:6px'>"
                 f"<b>{html.escape(self.title)}</b> <i>(a live panel: run the notebook to use its controls)</i>"
-                f"<div>{html.escape(controls)}</div>{self.view.value}</div>"
+                f"<div>{html.escape(controls)}</div>{self._body}</div>"
             )
         return bundle
+
+    if not hasattr(W.DOMWidget, "_repr_mimebundle_"):
+        def _ipython_display_(self, **kwargs: Any) -> None:
+            """ipywidgets 7 (Colab's) shows a widget through this method, which IPython prefers to
+            ``_repr_mimebundle_``: show the same bundle, the first view rendered."""
+            from IPython.display import display
+            display(self._repr_mimebundle_(), raw=True)
+            self._handle_displayed(**kwargs)
 
     def __repr__(self) -> str:
         controls = ", ".join(self.values) or "no controls"

@@ -3,7 +3,12 @@
 :class:`Lab` serves a temporary copy of the notebooks with JupyterLab on 127.0.0.1 (a free port,
 a fresh token) and shuts it down again; :class:`NotebookPage` opens one notebook, runs all its
 cells and reads and operates the live panels (``hooklab.Panel``: CSS classes ``hooklab-panel``,
-``hooklab-controls``, ``hooklab-view``, ``hooklab-plot``) the way a person clicks them.
+``hooklab-controls``, ``hooklab-view``, ``hooklab-plot``, ``hooklab-reset``, ``hooklab-status``) the
+way a person clicks them.
+
+Every change of a control is timed in the page: from the input event (the click, the key, the
+pick) to the new view, which the page knows exactly by the update count the view's HTML carries
+(``data-update``), and to the busy state the status line shows meanwhile (``hooklab-busy``).
 
 Nothing here saves a notebook: the committed notebooks are only ever copied.
 """
@@ -322,6 +327,51 @@ _JS_PANELS = """async (withPlot) => {
 }"""
 
 
+# Per panel, in the page: the input events on its controls and, from a MutationObserver, the moments
+# its status line shows the busy state and its view shows a new update count. Mutation records
+# list every node added, so a busy state shown and cleared before the observer runs is still seen.
+_JS_WATCH = """(index) => {
+  const panel = document.querySelectorAll('.hooklab-panel')[index];
+  if (!panel) return false;
+  if (panel.__hooklab) return true;
+  const w = panel.__hooklab = {inputs: [], events: []};
+  const note = e => { if (e.type !== 'keydown' || e.key !== 'Tab') w.inputs.push(performance.now()); };
+  for (const type of ['click', 'change', 'keydown']) panel.addEventListener(type, note, true);
+  const has = (node, cls) => node.nodeType === 1 && (node.classList.contains(cls) || !!node.querySelector('.' + cls));
+  new MutationObserver(records => {
+    const t = performance.now();
+    for (const r of records) for (const node of r.addedNodes) {
+      if (has(node, 'hooklab-busy')) w.events.push({t, kind: 'busy'});
+      if (has(node, 'hooklab-view-body')) {
+        const body = node.classList.contains('hooklab-view-body') ? node : node.querySelector('.hooklab-view-body');
+        w.events.push({t, kind: 'update', n: parseInt(body.dataset.update)});
+      }
+    }
+  }).observe(panel, {childList: true, subtree: true});
+  return true;
+}"""
+
+_JS_UPDATE = """(index) => {
+  const body = document.querySelectorAll('.hooklab-panel')[index].querySelector('.hooklab-view-body');
+  return body ? parseInt(body.dataset.update) : -1;
+}"""
+
+_JS_BUSY = """(index) => !!document.querySelectorAll('.hooklab-panel')[index]
+  .querySelector('.hooklab-status .hooklab-busy')"""
+
+#: The accessibility roles a panel's parts must have (queried from Chromium's accessibility tree).
+PANEL_ROLES = ("heading", "checkbox", "slider", "combobox", "textbox", "button")
+
+
+@dataclass
+class Timing:
+    """One change of one control, timed in the page (ms after the input event)."""
+    what: str
+    kind: str  # checkbox, slider, dropdown, text, reset
+    view_ms: float | None  # to the new view (its update count arrived)
+    busy_ms: float | None  # to the busy state shown (None: never seen)
+
+
 @dataclass
 class View:
     """What a panel shows: its table rows (label -> displayed text), all its text, the plot's hash."""
@@ -343,6 +393,7 @@ class NotebookPage:
     timeout_s: float = 300.0  # Run All of the slowest notebook on a busy machine
     panel_index: int = 0
     log: list[str] = field(default_factory=list)
+    timings: list[Timing] = field(default_factory=list)
 
     # ------------------------------------------------------------------ opening and running
     def load_lab(self) -> None:
@@ -467,27 +518,79 @@ class NotebookPage:
         labels = [c["label"] for c in self.panel()["controls"]]
         return controls.nth(labels.index(label))
 
-    def _acted(self, action: Any, what: str) -> View:
-        """Do ``action`` (one change of one control) and wait until the kernel has dealt with it."""
+    def update_count(self) -> int:
+        """The update count the panel's view carries (``data-update``; -1: none)."""
+        return self.page.evaluate(_JS_UPDATE, self.panel_index)
+
+    def busy_shown(self) -> bool:
+        return self.page.evaluate(_JS_BUSY, self.panel_index)
+
+    def _acted(self, action: Any, what: str, kind: str = "", settle: bool = True) -> View:
+        """Do ``action`` (one change of one control), wait until the kernel has dealt with it and
+        the view shows the next update count; time it (:attr:`timings`)."""
+        self.page.evaluate(_JS_WATCH, self.panel_index)
+        count = self.update_count()
+        self.page.evaluate("(i) => { const w = document.querySelectorAll('.hooklab-panel')[i].__hooklab; "
+                           "w.inputs = []; w.events = []; }", self.panel_index)
         before = self.page.evaluate("() => window.__hooklab.commDone")
         action()
         try:
             self.page.wait_for_function(
                 f"() => window.__hooklab.commDone > {before} && window.__hooklab.status === 'idle'", timeout=30_000)
+            self.page.wait_for_function(f"(i) => ({_JS_UPDATE})(i) > {count}", arg=self.panel_index, timeout=30_000)
         except Exception as exc:
-            raise AssertionError(f"{self.name}: the kernel did not answer after {what}") from exc
-        view = self.settled_view()
+            raise AssertionError(f"{self.name}: the kernel did not answer after {what} (or the view's update "
+                                 f"count stayed {count})") from exc
+        self.timings.append(self._timing(what, kind, count))
+        view = self.settled_view() if settle else self.view()
         self.log.append(f"{what} -> {view}")
         if view.error:
             raise AssertionError(f"{self.name}: after {what} the panel shows an error: {view.error}")
         return view
+
+    def _timing(self, what: str, kind: str, count: int) -> Timing:
+        w = self.page.evaluate("(i) => document.querySelectorAll('.hooklab-panel')[i].__hooklab", self.panel_index)
+        update = next((e["t"] for e in w["events"] if e["kind"] == "update" and e["n"] > count), None)
+        inputs = [t for t in w["inputs"] if update is None or t <= update]
+        start = inputs[-1] if inputs else None
+        busy = next((e["t"] for e in w["events"] if e["kind"] == "busy" and (start is None or e["t"] >= start)), None)
+        return Timing(what, kind, None if start is None or update is None else update - start,
+                      None if start is None or busy is None else busy - start)
+
+    def reset(self) -> View:
+        """Click the panel's reset button."""
+        button = self.page.locator(".hooklab-panel").nth(self.panel_index).locator(".hooklab-reset")
+        return self._acted(lambda: button.click(), "reset", "reset")
+
+    def accessibility(self) -> dict[str, Any]:
+        """What Chromium's accessibility tree says about the panel: ``roles`` (role -> names of
+        the panel's nodes with that role, in page order), ``live`` (the view's aria-live) and
+        ``snapshot`` (playwright's ARIA snapshot of the panel, for the report)."""
+        cdp = self.page.context.new_cdp_session(self.page)
+        try:
+            def element(js: str) -> str:
+                return cdp.send("Runtime.evaluate", {"expression": js})["result"]["objectId"]
+            panel_js = f"document.querySelectorAll('.hooklab-panel')[{self.panel_index}]"
+            panel = element(panel_js)
+            roles = {}
+            for role in PANEL_ROLES:
+                nodes = cdp.send("Accessibility.queryAXTree", {"objectId": panel, "role": role})["nodes"]
+                roles[role] = [n.get("name", {}).get("value", "") for n in nodes if not n.get("ignored")]
+            view = cdp.send("Accessibility.getPartialAXTree",
+                            {"objectId": element(panel_js + ".querySelector('.hooklab-view')"),
+                             "fetchRelatives": False})["nodes"]
+            props = {p["name"]: p["value"].get("value") for n in view[:1] for p in n.get("properties", [])}
+        finally:
+            cdp.detach()
+        snapshot = self.page.locator(".hooklab-panel").nth(self.panel_index).aria_snapshot()
+        return {"roles": roles, "live": props.get("live"), "snapshot": snapshot}
 
     def click(self, label: str) -> View:
         """Click a checkbox (ticks or unticks it)."""
         control = self.control(label)
         target = "untick" if control["value"] else "tick"
         box = self._control_locator(label).locator("input[type=checkbox]")
-        view = self._acted(lambda: box.click(), f"{target} {label!r}")
+        view = self._acted(lambda: box.click(), f"{target} {label!r}", "checkbox")
         now = self.control(label)["value"]
         assert now == (target == "tick"), f"{self.name}: the checkbox {label!r} did not {target}"
         return view
@@ -503,7 +606,7 @@ class NotebookPage:
         def act() -> None:
             handle.focus()
             self.page.keyboard.press(key)
-        view = self._acted(act, f"move {label!r} with {key} (from {before})")
+        view = self._acted(act, f"move {label!r} with {key} (from {before})", "slider")
         assert self.control(label)["value"] != before, f"{self.name}: slider {label!r} did not move with {key}"
         return view
 
@@ -519,7 +622,7 @@ class NotebookPage:
             self.page.keyboard.press("Control+A")
             self.page.keyboard.type(repr(float(value)))
             self.page.keyboard.press("Enter")
-        view = self._acted(act, f"set {label!r} to {value}")
+        view = self._acted(act, f"set {label!r} to {value}", "slider")
         now = float(self.control(label)["now"])
         assert abs(now - float(value)) < 1e-9, f"{self.name}: slider {label!r} shows {now}, not {value}"
         return view
@@ -532,7 +635,7 @@ class NotebookPage:
         assert option in control["options"], f"{self.name}: dropdown {label!r} has no option {option!r}: {control['options']}"
         index = control["options"].index(option)
         select = self._control_locator(label).locator("select")
-        view = self._acted(lambda: select.select_option(index=index), f"pick {option!r} in {label!r}")
+        view = self._acted(lambda: select.select_option(index=index), f"pick {option!r} in {label!r}", "dropdown")
         assert self.control(label)["value"] == option, f"{self.name}: dropdown {label!r} did not show {option!r}"
         return view
 
@@ -549,7 +652,7 @@ class NotebookPage:
             if text:
                 self.page.keyboard.type(text)
             self.page.keyboard.press("Enter")
-        view = self._acted(act, f"type {text!r} into {label!r}")
+        view = self._acted(act, f"type {text!r} into {label!r}", "text")
         assert self.control(label)["value"] == text, f"{self.name}: the text box {label!r} does not show {text!r}"
         return view
 

@@ -231,3 +231,27 @@ def test_explore_section_drives_the_panel_and_reports_what_it_recomputed():
     assert "median update ≤ 150 ms" in name and measured.endswith("0 hooks") and isinstance(ok, bool)
     text = "\n".join(explore.markdown(r))
     assert "## hooklab.explore" in text and "| ran the model |" in text
+
+
+def test_the_browser_benchmark_runs_only_in_the_full_bench_and_reports_its_floors():
+    from benchmarks import browser
+    from tests.browser import Timing
+    assert bench.MODES["full"]["browser"] and not bench.MODES["quick"]["browser"]
+    assert "browser" in bench.SECTIONS
+    timings = [Timing("tick 'a'", "checkbox", 120.0, 30.0), Timing("untick 'a'", "checkbox", 40.0, 20.0),
+               Timing("move 's' with End", "slider", 60.0, 25.0), Timing("move 's' with Home", "slider", 300.0, None)]
+    r = browser._summary("03_module_hooks.ipynb", timings, [False, True, False, True], ["lab"])
+    assert (r["first_ms"], r["median_ms"], r["p95_ms"], r["worst_ms"]) == (120.0, 90.0, 300.0, 300.0)
+    assert r["busy_missing"] == 1 and r["repeat_median_ms"] == 170.0
+    assert r["per_kind"] == {"checkbox": 80.0, "slider": 180.0}
+    trained = browser._summary("06_training_diagnostics.ipynb", timings, [False, True, False, True], ["lab"])
+    results = {"chromium": "Chromium 1", "load_start": "0.1", "load_end": "0.2", "seconds": 3.0,
+               "notebooks": [r, trained]}
+    rows = browser.floors(results)
+    assert [(name.split(":")[0], ok) for name, _, ok in rows] == [
+        ("browser 03", True), ("browser 03", False), ("browser 03", True),  # median, p95, first
+        ("browser 06 (training lab)", False), ("browser 06 (training lab)", True),  # busy missing once; view
+        ("browser 06 (training lab)", False)]  # repeats: 170 ms median
+    text = "\n".join(browser.markdown(results))
+    assert "| 03_module_hooks.ipynb | 4 | 90 | 300 | 120 (tick 'a') |" in text
+    assert browser.floors({"skipped": "no Chromium", "notebooks": []}) == []

@@ -17,7 +17,21 @@ Per notebook (each notebook under notebooks/ is picked up by itself):
    options a dropdown lists) and type the original back (the options must come back exactly; a
    dropdown whose choice the text changed is set back, and then the view must come back too);
 4. the notebook's specific expectations from tests/browser_expectations.py (exact values);
-5. no new error, no JavaScript error; screenshot ``NN-4-after.png``.
+5. reset, on every live panel: right after Run All (the notebook's driving cell has changed the
+   panel), click **reset**: the view must be the first view, as the notebook's stored snapshot of
+   the panel shows it (its table rows, per-run figures masked as nbval masks them); at the end,
+   change every control away from where it is (tick every checkbox, move every slider to an end,
+   pick another option of every dropdown) and click reset again: every control must show what
+   the first reset showed and the view must come back exactly (text and plot);
+6. every change above showed the panel's busy state ("updating…") before its new view arrived
+   (timed in the page from the input event; the report lists the times);
+7. the accessibility tree (Chromium's, not the pixels): the panel's title is a heading, every
+   control has its label as accessible name (slider handles and their readouts too), the reset
+   button is named, no control of the panel is unnamed, and the view is a polite live region;
+8. no new error, no JavaScript error; screenshot ``NN-4-after.png``.
+
+A separate test builds a panel whose view takes 0.6 s to compute and checks that the busy state
+is visible within 100 ms of a click and gone once the new view is shown.
 
 Screenshots and a per-notebook report (times, every action and what the view showed) go to
 tests/screenshots/ (git-ignored). The test serves copies of the notebooks and never saves one.
@@ -26,10 +40,13 @@ Under CI (CI=true) a missing browser fails the test; elsewhere it skips and says
 
 from __future__ import annotations
 
+import html
+import re
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
+import nbformat
 import pytest
 
 from .browser import (CHROMIUM_ARGS, INSTALL_HINT, SCREENSHOTS, Lab, NotebookPage, View, find_chromium,
@@ -220,6 +237,93 @@ def exercise_panel(nb: NotebookPage, exercised: list[str], screenshot: bool,
     assert_restored(nb, start, nb.view(), "operating every control and putting it back")
 
 
+def check_accessibility(nb: NotebookPage, exercised: list[str]) -> None:
+    """The panel as a screen reader gets it, from Chromium's accessibility tree."""
+    panel = nb.panel()
+    tree = nb.accessibility()
+    roles = tree["roles"]
+    where = f"{nb.name}, panel {panel['title']!r}: in the accessibility tree"
+    assert panel["title"] in roles["heading"], f"{where} the title is not a heading (headings: {roles['heading']})"
+    wanted = {"checkbox": "checkbox", "slider": "slider", "dropdown": "combobox", "text": "textbox"}
+    for kind, role in wanted.items():
+        labels = [c["label"] for c in panel["controls"] if c["kind"] == kind]
+        named = [n for n in roles[role] if n in labels]
+        assert named == labels, f"{where} the {kind}es {labels} should be {role}s named so; {role}s: {roles[role]}"
+    readouts = [f"{c['label']} value" for c in panel["controls"] if c["kind"] == "slider"]
+    assert all(r in roles["textbox"] for r in readouts), f"{where} slider readouts unnamed: {roles['textbox']}"
+    assert "reset" in roles["button"], f"{where} no button named 'reset': {roles['button']}"
+    unnamed = [role for role in ("checkbox", "slider", "combobox", "textbox", "button") for n in roles[role] if not n]
+    assert not unnamed, f"{where} controls without a name: {unnamed}"
+    assert tree["live"] == "polite", f"{where} the view is not a polite live region (aria-live: {tree['live']})"
+    exercised.append(f"accessibility tree of {panel['title']!r}:\n" + tree["snapshot"])
+
+
+_ROW = re.compile(r"<tr><td[^>]*>(.*?)</td><td><code>(.*?)</code></td></tr>", re.S)
+
+
+def stored_first_views(path: Path) -> dict[str, dict[str, str]]:
+    """Panel title -> the table rows of the HTML snapshot the committed notebook stores for it (the
+    view when the panel was first shown, before any cell changed it)."""
+    views: dict[str, dict[str, str]] = {}
+    for _, cell in code_cells(read(path)):
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            snapshot, plain = str(data.get("text/html", "")), str(data.get("text/plain", ""))
+            match = re.match(r"<hooklab Panel '(.*)':", plain)
+            if match and "a live panel" in snapshot:
+                views[match.group(1)] = {html.unescape(k): html.unescape(v) for k, v in _ROW.findall(snapshot)}
+    return views
+
+
+def check_first_view(nb: NotebookPage, path: Path, view: View, exercised: list[str]) -> None:
+    title = nb.panel()["title"]
+    stored = stored_first_views(path).get(title)
+    if not stored:  # an HTML view without a table, or no stored snapshot: checked by the second reset only
+        exercised.append(f"reset {title!r} right after Run All: {view}")
+        return
+    got = {k: sanitize(v) for k, v in view.rows.items()}
+    want = {k: sanitize(v) for k, v in stored.items()}
+    assert got == want, (f"{nb.name}: after reset, {title!r} shows {view.rows}, not its first view as the notebook "
+                         f"stores it: {stored}")
+    exercised.append(f"reset {title!r} right after Run All: the first view, as stored ({view})")
+
+
+def change_everything(nb: NotebookPage) -> None:
+    """Move every control of the panel away from where it is (for the reset check)."""
+    for c in nb.panel()["controls"]:
+        if c["kind"] == "checkbox":
+            nb.click(c["label"])
+        elif c["kind"] == "slider":
+            nb.move_slider(c["label"], "End" if float(c["now"]) < c["max"] else "Home")
+        elif c["kind"] == "dropdown" and len(c["options"]) > 1:
+            nb.pick(c["label"], next(o for o in reversed(c["options"]) if o != c["value"]))
+
+
+def check_reset(nb: NotebookPage, first: View, controls: list[dict[str, Any]], exercised: list[str]) -> None:
+    change_everything(nb)
+    changed = nb.panel()["controls"]
+    view = nb.reset()
+    title = nb.panel()["title"]
+    now = nb.panel()["controls"]
+    assert [(c["label"], c["value"]) for c in now] == [(c["label"], c["value"]) for c in controls], (
+        f"{nb.name}: after reset the controls of {title!r} show {[(c['label'], c['value']) for c in now]}, "
+        f"not their start {[(c['label'], c['value']) for c in controls]}")
+    assert_restored(nb, first, view, f"reset (from {[(c['label'], c['value']) for c in changed]})")
+    exercised.append(f"reset {title!r} after changing every control: the first view again ({view})")
+
+
+def check_busy(nb: NotebookPage, exercised: list[str]) -> None:
+    """Every change showed the busy state before its new view."""
+    missing = [t.what for t in nb.timings if t.busy_ms is None or t.view_ms is None or t.busy_ms > t.view_ms]
+    assert not missing, f"{nb.name}: no busy state seen before the new view after: {missing[:5]}"
+    views = sorted(t.view_ms for t in nb.timings if t.view_ms is not None)
+    busy = sorted(t.busy_ms for t in nb.timings if t.busy_ms is not None)
+    if views:
+        exercised.append(f"{len(views)} changes, each with the busy state shown first: input to busy state median "
+                         f"{busy[len(busy) // 2]:.0f} ms (max {busy[-1]:.0f}), to the new view median "
+                         f"{views[len(views) // 2]:.0f} ms (max {views[-1]:.0f})")
+
+
 def _dropdown_state(nb: NotebookPage) -> list[tuple[tuple[str, ...], str]]:
     """(options, chosen option) of each dropdown of the panel, in order."""
     return [(tuple(c["options"]), c["value"]) for c in nb.panel()["controls"] if c["kind"] == "dropdown"]
@@ -290,11 +394,16 @@ def test_notebook_in_browser(path: Path, browser: tuple[Any, str], lab: Lab | No
         outputs_after_run = [len(c["outputs"]) for c in nb.cells()]
 
         mark = time.perf_counter()
+        firsts: dict[int, tuple[View, list[dict[str, Any]]]] = {}
         for n, index in enumerate(live):
             nb.panel_index = index
             if n == 0:
                 nb.screenshot("2-before")
             exercised.append(f"panel {nb.panel()['title']!r}")
+            check_accessibility(nb, exercised)
+            first = nb.reset()
+            check_first_view(nb, path, first, exercised)
+            firsts[index] = (first, nb.panel()["controls"])
             exercise_panel(nb, exercised, screenshot=(n == 0),
                            texts=EXPECTATIONS.get(path.name, {}).get("type"))
         spec = EXPECTATIONS.get(path.name)
@@ -302,6 +411,10 @@ def test_notebook_in_browser(path: Path, browser: tuple[Any, str], lab: Lab | No
             titles = [nb.panels()[i]["title"] for i in live]
             nb.panel_index = live[titles.index(spec["panel"])] if "panel" in spec else live[0]
             check_expectations(nb, spec, exercised)
+        for index in live:
+            nb.panel_index = index
+            check_reset(nb, *firsts[index], exercised)
+        check_busy(nb, exercised)
         times["controls"] = time.perf_counter() - mark
 
         problems = nb.unexpected_errors()
@@ -336,6 +449,58 @@ def test_notebook_in_browser(path: Path, browser: tuple[Any, str], lab: Lab | No
         lab.shutdown_kernels()
     if total > TARGET_SECONDS:
         print(f"[browser] {path.name} took {total:.0f} s, over the {TARGET_SECONDS} s aim (a busy machine?)")
+
+
+#: A panel whose view takes 0.6 s to compute (served beside the notebooks, never saved under notebooks/).
+SLOW_PANEL = """import time
+import hooklab
+def slow(p):
+    time.sleep(0.6)
+    return {"ticked": p.values["a"]}
+panel = hooklab.Panel("slow lab", slow)
+_ = panel.toggle("a", lambda hooks, p: None)
+panel"""
+
+
+@pytest.mark.browser
+def test_busy_state_is_visible_while_a_slow_view_is_computed(browser: tuple[Any, str], lab: Lab | None) -> None:
+    page = need_browser(browser)
+    assert lab is not None
+    name = "zz_slow_panel.ipynb"
+    kernel = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SLOW_PANEL)], metadata=kernel),
+                   lab.root / "notebooks" / name)
+    nb = NotebookPage(page, lab, name)
+    try:
+        nb.open(reload=not STATE["lab loaded"])
+        STATE["lab loaded"] = True
+        nb.run_all()
+        nb.panel_index = nb.live_panels()[0]
+        assert not nb.busy_shown(), "the busy state is shown before any change"
+        busy_ms, view_ms = [], []
+        status = page.locator(".hooklab-panel").nth(nb.panel_index).locator(".hooklab-status .hooklab-busy")
+        for _ in range(3):
+            def click_and_see_busy() -> None:
+                nb._control_locator("a").locator("input[type=checkbox]").click()
+                status.wait_for(state="visible", timeout=5_000)  # a person sees it while the view is computed
+            nb._acted(click_and_see_busy, "click 'a'", "checkbox", settle=False)
+            timing = nb.timings[-1]
+            assert timing.busy_ms is not None and timing.view_ms is not None
+            busy_ms.append(timing.busy_ms)
+            view_ms.append(timing.view_ms)
+            assert not nb.busy_shown(), "the busy state is still shown after the new view arrived"
+        busy_ms.sort()
+        print(f"\n[browser] slow panel: input to busy state {busy_ms} ms, to the new view {view_ms} ms")
+        assert min(view_ms) >= 600, f"the view came back before it was computed? {view_ms}"
+        assert busy_ms[1] <= 100, f"the busy state took {busy_ms} ms (median over 3 clicks) to show; at most 100 ms"
+        nb.reset()
+        assert nb.timings[-1].busy_ms is not None, "reset showed no busy state"
+        assert nb.control("a")["value"] is False and nb.view().rows == {"ticked": "False"}
+    finally:
+        try:
+            nb.close()
+        finally:
+            lab.shutdown_kernels()
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

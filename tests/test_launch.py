@@ -322,11 +322,8 @@ def test_panel_tests_pass_with_the_oldest_ipywidgets(oldest_ipywidgets: Path) ->
     version = subprocess.run([sys.executable, "-c", "import ipywidgets; print(ipywidgets.__version__)"],
                              capture_output=True, text=True, env=env, cwd=ROOT)
     assert version.stdout.strip() == OLDEST_IPYWIDGETS, version.stderr
-    # Two tests call Panel._repr_mimebundle_, ipywidgets 8's display path: see the xfail test below.
-    display_path = ["test_panel_with_plot_dropdown_and_html_view", "test_panel_renders_once_when_shown_not_once_per_control"]
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-p", "no:cacheprovider",
-                             "tests/test_panel_checker_misc.py", "tests/test_doctests.py", "-k", "anel or widgets",
-                             *[f"--deselect=tests/test_panel_checker_misc.py::{name}" for name in display_path]],
+                             "tests/test_panel_checker_misc.py", "tests/test_doctests.py", "-k", "anel or widgets"],
                             capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert result.returncode == 0, f"with ipywidgets {OLDEST_IPYWIDGETS}:\n{result.stdout[-4000:]}"
 
@@ -365,11 +362,9 @@ def test_a_displayed_panel_shows_its_view() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="hooklab/widgets.py: ipywidgets 7 shows a widget through _ipython_display_, "
-                                       "which skips Panel._repr_mimebundle_ and with it the first render of the view; "
-                                       "and ipywidgets 7's DOMWidget has no _repr_mimebundle_ to call")
 def test_a_displayed_panel_shows_its_view_with_the_oldest_ipywidgets(oldest_ipywidgets: Path) -> None:
-    """The same with ipywidgets 7.7.1 (Colab): a learner would see an empty view until a first click."""
+    """The same with ipywidgets 7.7.1 (Colab), which displays a widget through ``_ipython_display_``
+    and has no ``_repr_mimebundle_``: Panel defines the one and builds the other's bundle itself."""
     assert _display_problems(_old_env(oldest_ipywidgets)) == []
 
 
@@ -382,8 +377,7 @@ OLDEST_IPYWIDGETS_NOTEBOOKS = [p for p in NOTEBOOKS if p.name[:2] <= "05"]
 @pytest.mark.parametrize("path", OLDEST_IPYWIDGETS_NOTEBOOKS, ids=[p.name for p in OLDEST_IPYWIDGETS_NOTEBOOKS])
 def test_notebook_with_the_oldest_ipywidgets(path: Path, oldest_ipywidgets: Path) -> None:
     """Notebooks 00-05, run with ipywidgets 7.7.1, print what they stored (their labs driven from
-    code included). Only a displayed panel differs: ipywidgets 7 shows the live widget alone,
-    without the HTML snapshot that ipywidgets 8 stores beside it."""
+    code included), displayed panels too: the same HTML snapshot beside the live widget."""
     from nbclient import NotebookClient
 
     stored = read(path)
@@ -397,9 +391,6 @@ def test_notebook_with_the_oldest_ipywidgets(path: Path, oldest_ipywidgets: Path
     different = []
     for (i, want), (_, got) in zip(code_cells(stored), code_cells(nb)):
         a, b = normalise(want.outputs, patterns), normalise(got.outputs, patterns)
-        panel = any(str(o.get("data", {}).get("text/plain", "")).startswith("<hooklab Panel") for o in want.outputs)
-        if panel:
-            a.pop("text/html", None)
         if a != b:
             different.append((i, a, b))
     assert not different, f"{path.name} with ipywidgets {OLDEST_IPYWIDGETS}: cells differ: {different[:2]}"

@@ -242,3 +242,88 @@ def test_panel_set_registers_each_ticked_hook_once_and_rejects_unknown_names_bef
     assert panel.values["factor"] == 3.0 and registered == [3.0]
     panel.remove()
     assert hooklab.count_hooks(layer) == 0
+
+
+# ---------------------------------------------------------------- Panel: reset, busy state, accessibility
+def test_reset_puts_every_control_back_removes_every_hook_and_shows_the_first_view():
+    layer = one_layer()
+    panel = make_panel(layer, "reset panel")
+    first = panel.state()
+    first_view = panel.text
+    panel.set(scale=True, factor=3.5)
+    assert hooklab.count_hooks(layer) == 1 and panel.text != first_view
+    assert panel.reset() == first
+    assert hooklab.count_hooks(layer) == 0 and panel.text == first_view
+    panel.set(scale=True, factor=0.5)
+    panel.reset_button.click()  # as the reset button's click does
+    assert panel.state() == first and hooklab.count_hooks(layer) == 0 and panel.text == first_view
+    panel.remove()
+    assert panel.reset_button.disabled
+
+
+def test_reset_restores_a_filter_its_dropdown_and_a_toggle_that_started_ticked():
+    layer = one_layer()
+    panel = hooklab.Panel("reset filter",
+                          lambda p: {"picked": p.values["layer"], "output": layer(torch.ones(1)).item()})
+    panel.toggle("x10", lambda hooks, p: hooks.forward(layer, lambda m, a, out: out * 10), value=True)
+    panel.textbox("find")
+    panel.dropdown("layer", ["conv1", "bn1", "layer1.conv1"], "layer1.conv1", filter_by="find")
+    first = panel.state()
+    assert first["hooks"] == 1 and first["output"] == 10.0
+    panel.set(find="bn", x10=False)
+    assert panel.options("layer") == ["bn1"] and hooklab.count_hooks(layer) == 0
+    assert panel.reset() == first
+    assert panel.options("layer") == ["conv1", "bn1", "layer1.conv1"]
+    assert hooklab.count_hooks(layer) == 1  # the toggle started ticked: its one hook, not two
+    panel.remove()
+    assert hooklab.count_hooks(layer) == 0
+
+
+def test_busy_state_is_shown_before_the_render_and_cleared_after():
+    seen = []
+
+    def render(p):
+        seen.append((p.busy, p.status.value))
+        return {"n": len(seen)}
+
+    panel = hooklab.Panel("busy", render)
+    panel.toggle("a", lambda hooks, p: None)
+    panel.state()
+    seen.clear()
+    events = []  # the order in which the status and the view change (each change is one message to the page)
+    panel.status.observe(lambda c: events.append("status: " + ("busy" if c["new"] else "idle")), names="value")
+    panel.view.observe(lambda c: events.append("view"), names="value")
+    panel.set(a=True)
+    assert seen == [(True, hooklab.widgets.BUSY_HTML)]
+    assert events == ["status: busy", "view", "status: idle"]
+    assert not panel.busy and panel.status.value == ""
+    events.clear()
+    panel.reset()
+    assert events == ["status: busy", "view", "status: idle"]  # a reset shows the busy state too
+    panel.remove()
+
+
+def test_busy_state_is_cleared_when_a_hook_or_the_view_fails():
+    layer = one_layer()
+    panel = hooklab.Panel("busy error", lambda p: {"output": layer(torch.ones(1)).item()})
+    panel.toggle("bad", lambda hooks, p: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        panel.set(bad=True)
+    assert not panel.busy and panel.status.value == ""
+    panel.remove()
+
+
+def test_view_carries_an_update_count_in_a_polite_live_region_and_the_title_is_a_heading():
+    layer = one_layer()
+    panel = make_panel(layer, "a11y panel")
+    panel.state()
+    n = panel.updates
+    assert f"data-update='{n}'" in panel.view.value and "aria-live='polite'" in panel.view.value
+    panel.set(scale=True)
+    assert panel.updates == n + 1 and f"data-update='{n + 1}'" in panel.view.value
+    title = panel.children[0].value
+    assert title.startswith("<h3 class='hooklab-title'") and "a11y panel</h3>" in title
+    # the stored snapshot shows the view itself, without the live wrapper or the count
+    snapshot = panel._repr_mimebundle_()["text/html"]
+    assert "data-update" not in snapshot and "<td><code>2</code></td>" in snapshot
+    panel.remove()
