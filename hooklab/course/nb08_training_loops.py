@@ -44,7 +44,7 @@ SEED = 0
 
 # ------------------------------------------------------------------------ data and model
 def make_data(n: int = 64, seed: int = SEED) -> tuple[torch.Tensor, torch.Tensor]:
-    """``n`` examples of 8 features and a target ``y = x @ w + noise`` (``w`` fixed by ``seed``),
+    """``n`` examples of 8 features and a target ``y = 4·(x @ w) + 0.1·noise`` (``w`` fixed by ``seed``),
     scaled so that the first gradients are larger than 1."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 8, generator=g)
