@@ -82,21 +82,35 @@ def test_lab_counts_and_scale() -> None:
     assert (s.tensor_hook_calls, s.post_accumulate_calls, s.forward_real, s.forward_recomputed) == (4, 4, 8, 4)
     assert r.scale == 65536.0
     view = nb08.lab_view(r)
-    assert view["gradients the hooks see ÷ true gradients"] == 65536
-    assert view["every step's update used |grad| ≤ 1"] is True
+    assert view["loss scale"] == 65536
+    assert view["every step's update used |grad| ≤ 1 (fc3.weight)"] is True
     assert is_per_run(view["loss on all examples, after training"])
+    assert is_per_run(view["loss on all examples, before training"])
+    assert list(view) == list(nb08.LAB_ROWS)
+    assert "hooks" not in nb08.lab_lines(view) and nb08.lab_lines(view).count("\n") == len(view) - 1
+
+
+def test_lab_true_gradient_is_measured_not_derived() -> None:
+    # the true gradient comes from a watcher that never clamps: the clamp in a tensor hook, and the
+    # scale, leave it as it is; the gradient the optimizer used is the clamped one
+    plain = nb08.lab_train(4, steps=1).steps[0]
+    clamped = nb08.lab_train(4, scaler=True, clamp="tensor hook", steps=1).steps[0]
+    assert plain.true_max > 1 and abs(clamped.true_max - plain.true_max) < 1e-5 * plain.true_max
+    assert clamped.applied_max < 1e-3 and clamped.seen_max > 65536
+    assert abs(plain.applied_max - plain.true_max) < 1e-5 * plain.true_max
 
 
 def test_lab_shows_each_failure() -> None:
     plain = nb08.lab_view(nb08.lab_train())
     assert plain["loss on all examples fell by 10% or more"] is True
-    assert plain["every step's update used |grad| ≤ 1"] is False
+    assert plain["every step's update used |grad| ≤ 1 (fc3.weight)"] is False
     accumulated = nb08.lab_view(nb08.lab_train(4, clamp="tensor hook"))
     assert accumulated["clamp calls per step"] == 12  # 3 weights × 4 micro-batches
-    assert accumulated["every step's update used |grad| ≤ 1"] is False  # clamped per micro-batch
+    assert accumulated["every step's update used |grad| ≤ 1 (fc3.weight)"] is False  # clamped per micro-batch
     scaled = nb08.lab_view(nb08.lab_train(4, scaler=True, clamp="tensor hook"))
     assert scaled["loss on all examples fell by 10% or more"] is False  # clamped 65536× too hard
-    assert nb08.lab_view(nb08.lab_train(1, clamp="after unscale"))["every step's update used |grad| ≤ 1"] is True
+    clipped = nb08.lab_view(nb08.lab_train(1, clamp="after unscale"))
+    assert clipped["every step's update used |grad| ≤ 1 (fc3.weight)"] is True
 
 
 def test_lab_is_repeatable_and_fast() -> None:

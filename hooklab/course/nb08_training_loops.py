@@ -44,7 +44,7 @@ SEED = 0
 
 # ------------------------------------------------------------------------ data and model
 def make_data(n: int = 64, seed: int = SEED) -> tuple[torch.Tensor, torch.Tensor]:
-    """``n`` examples of 8 features and a target ``y = x @ w + noise`` (``w`` fixed by ``seed``),
+    """``n`` examples of 8 features and a target ``y = 4·(x @ w) + 0.1·noise`` (``w`` fixed by ``seed``),
     scaled so that the first gradients are larger than 1."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 8, generator=g)
@@ -122,9 +122,15 @@ class Saved:
     tensors: dict[str, int] = field(default_factory=dict)
     nbytes: dict[str, int] = field(default_factory=dict)
     param_bytes: dict[str, int] = field(default_factory=dict)
+    activations: dict[int, int] = field(default_factory=dict)  # data_ptr -> bytes, parameters left out
 
     def total(self) -> int:
         return sum(self.nbytes.values())
+
+    def distinct_activation_bytes(self) -> int:
+        """The bytes of the saved tensors that are not parameters, each tensor counted once (a tensor
+        saved by two layers, or by a layer and a checkpoint, shares one storage)."""
+        return sum(self.activations.values())
 
     def rows(self) -> list[str]:
         return [f"{name:<9} {self.tensors[name]} tensors  {self.nbytes[name]:>6} bytes"
@@ -139,6 +145,8 @@ def saved_by_layer(model: nn.Module, x: torch.Tensor, run: Callable[[], Any] | N
     >>> saved = saved_by_layer(mlp(), torch.randn(4, 8))
     >>> saved.nbytes["relu1"], saved.tensors["relu1"]
     (256, 1)
+    >>> saved.distinct_activation_bytes()  # x, relu1's output, relu2's output: 4 x (8 + 16 + 16) floats
+    640
     """
     saved = Saved()
     params = {p.data_ptr() for p in model.parameters()}
@@ -159,6 +167,8 @@ def saved_by_layer(model: nn.Module, x: torch.Tensor, run: Callable[[], Any] | N
         saved.nbytes[name] = saved.nbytes.get(name, 0) + size
         is_param = t.data_ptr() in params
         saved.param_bytes[name] = saved.param_bytes.get(name, 0) + (size if is_param else 0)
+        if not is_param:
+            saved.activations[t.data_ptr()] = size
         return t
 
     handles = []
@@ -192,9 +202,9 @@ class StepRecord:
     forward_recomputed: int = 0
     clamp_calls: int = 0  # how often the clamp ran: per weight and micro-batch (tensor hook) or once
     seen_max: float = 0.0  # the largest |gradient| a tensor hook on fc3.weight saw (as it saw it)
-    accumulated_max: float = 0.0  # the largest |fc3.weight.grad| after the last backward, as stored
-    true_max: float = 0.0  # the same in true units (divided by the scale), before any clamp
-    applied_max: float = 0.0  # the largest |fc3.weight.grad| the optimizer used, true units
+    seen_sum: torch.Tensor | None = None  # what that hook saw, summed over the micro-batches (no clamp)
+    true_max: float = 0.0  # the largest |value| of seen_sum in true units (divided by the scale), never clamped
+    applied_max: float = 0.0  # the largest |fc3.weight.grad| the optimizer used (after any clamp), true units
 
 
 @dataclass
@@ -243,9 +253,10 @@ def lab_train(accumulation: int = 1, scaler: bool = False, checkpointing: bool =
     record = StepRecord()
     handles = []
 
-    def watch(grad: torch.Tensor) -> None:
+    def watch(grad: torch.Tensor) -> None:  # registered before any clamp hook: sees the unclamped gradient
         record.tensor_hook_calls += 1
         record.seen_max = max(record.seen_max, grad.abs().max().item())
+        record.seen_sum = grad.detach().clone() if record.seen_sum is None else record.seen_sum + grad
 
     def count_accumulate(param: torch.Tensor) -> None:
         record.post_accumulate_calls += 1
@@ -282,15 +293,15 @@ def lab_train(accumulation: int = 1, scaler: bool = False, checkpointing: bool =
                 grad_scaler.scale(loss).backward()
                 total += loss.item()
             scale = grad_scaler.get_scale() if scaler else 1.0
-            record.accumulated_max = grad_of(w3).abs().max().item()
-            record.true_max = record.accumulated_max / scale
+            record.true_max = cast(torch.Tensor, record.seen_sum).abs().max().item() / scale
             if clamp == "after unscale":
                 grad_scaler.unscale_(opt)
                 nn.utils.clip_grad_value_(model.parameters(), LIMIT)
                 record.clamp_calls += 1
                 record.applied_max = grad_of(w3).abs().max().item()
-            else:
-                record.applied_max = record.true_max
+            else:  # p.grad as the optimizer will use it: after any clamp in a hook, divided by the scale
+                record.applied_max = grad_of(w3).abs().max().item() / scale
+            record.seen_sum = None  # keep only the figures
             grad_scaler.step(opt)
             grad_scaler.update()
             records.append(record)
@@ -304,26 +315,44 @@ def lab_train(accumulation: int = 1, scaler: bool = False, checkpointing: bool =
                   records, losses, start_loss, end_loss)
 
 
+LAB_ROWS = {  # row label -> what it means, for the notebook's explanation
+    "micro-batches per optimizer step": "backward() calls before each optimizer step",
+    "loss scale": "what GradScaler multiplies the loss by (1: no GradScaler)",
+    "tensor-hook calls per step (fc3.weight)": "one per backward pass",
+    "post-accumulate-grad calls per step (fc3.weight)": "one per backward pass",
+    "forward-hook calls per step: real": "fc2's and relu2's hooks, in forward passes of the loop",
+    "forward-hook calls per step: recomputed": "the same hooks, while a checkpoint recomputes",
+    "clamp calls per step": "per weight and micro-batch (tensor hook) or once (after unscale)",
+    "step 1, fc3.weight: largest |grad| one tensor hook call saw": "one micro-batch, in the units the hook sees",
+    "step 1, fc3.weight: largest |true gradient|": "all micro-batches summed, divided by the scale, never clamped",
+    "step 1, fc3.weight: largest |grad| the optimizer used": "p.grad after any clamp, in true units",
+    "loss on all examples, before training": "the same fresh model in every setting",
+    "loss on all examples, after training": "after 20 optimizer steps",
+    "every step's update used |grad| ≤ 1 (fc3.weight)": "checked on fc3.weight, every step",
+    "loss on all examples fell by 10% or more": "after training against before",
+}
+
+
 def lab_view(run: LabRun) -> dict[str, Any]:
-    """The lab's table: counts per optimizer step and the scale (exact), the figures of the first
-    step and the final loss (per-run, marked ``≈``), and yes/no verdicts."""
+    """The lab's table (its labels are the keys of :data:`LAB_ROWS`): counts per optimizer step and
+    the loss scale (exact), the figures of the first step and the losses (per-run, marked ``≈``),
+    and yes/no verdicts. The true gradient is measured by a tensor hook that never clamps."""
     first = run.steps[0]
-    ratio = first.accumulated_max / first.true_max if first.true_max else 1.0
-    return {
-        "micro-batches per optimizer step": run.accumulation,
-        "tensor-hook calls per step (fc3.weight)": first.tensor_hook_calls,
-        "post-accumulate-grad calls per step": first.post_accumulate_calls,
-        "forward-hook calls per step: real": first.forward_real,
-        "forward-hook calls per step: recomputed": first.forward_recomputed,
-        "clamp calls per step": first.clamp_calls,
-        "gradients the hooks see ÷ true gradients": int(ratio) if ratio == int(ratio) else ratio,
-        "step 1: largest |grad| a tensor hook saw": approx(first.seen_max, ".3g"),
-        "step 1: largest |grad| in true units": approx(first.true_max, ".3g"),
-        "step 1: largest |grad| the optimizer used": approx(first.applied_max, ".3g"),
-        "loss on all examples, after training": approx(run.end_loss, ".3g"),
-        "every step's update used |grad| ≤ 1": all(s.applied_max <= LIMIT + 1e-6 for s in run.steps),
-        "loss on all examples fell by 10% or more": run.end_loss <= 0.9 * run.start_loss,
-    }
+    values = [
+        run.accumulation, int(run.scale), first.tensor_hook_calls, first.post_accumulate_calls,
+        first.forward_real, first.forward_recomputed, first.clamp_calls,
+        approx(first.seen_max, ".3g"), approx(first.true_max, ".3g"), approx(first.applied_max, ".3g"),
+        approx(run.start_loss, ".3g"), approx(run.end_loss, ".3g"),
+        all(s.applied_max <= LIMIT + 1e-6 for s in run.steps),
+        run.end_loss <= 0.9 * run.start_loss,
+    ]
+    return dict(zip(LAB_ROWS, values, strict=True))
+
+
+def lab_lines(view: dict[str, Any]) -> str:
+    """``view``'s rows as aligned text, one a line, for a printed table."""
+    width = max(len(label) for label in view)
+    return "\n".join(f"  {label:<{width}}  {value}" for label, value in view.items())
 
 
 # ------------------------------------------------------------------------ exercises
@@ -407,7 +436,8 @@ clamp = Exercise(
 # ----------------------------------------------------------- 2: count each real forward pass once
 def make_stats_hook(store):
     def record(module, args, output):
-        if torch._C._current_graph_task_id() != -1:  # inside backward: a checkpoint's recomputation
+        # private (checked on torch 2.14.1), as nb08.in_backward(): -1 outside backward; inside, a recomputation
+        if torch._C._current_graph_task_id() != -1:
             return
         store.append(output.detach().mean().item())
     return record
@@ -457,8 +487,8 @@ def _check_checkpointed(make_hook: Callable) -> None:
     store, expected = _stats_run(make_hook, checkpointed=True, passes=2)
     if len(store) == 4:
         raise Mistake("under checkpointing 2 forward passes left 4 entries: the hook also recorded the 2 "
-                      "recomputations during backward. Return early when torch._C._current_graph_task_id() "
-                      "!= -1 (inside a backward pass).")
+                      "recomputations during backward. Return early when nb08.in_backward() is True (inside a "
+                      "backward pass; it reads the private torch._C._current_graph_task_id(), -1 outside).")
     if len(store) != 2:
         raise Mistake(f"under checkpointing 2 forward passes left {len(store)} entries, expected 2.")
     if not all(abs(a - b) < 1e-6 for a, b in zip(store, expected)):
