@@ -279,7 +279,22 @@ def test_grad_hook_on_the_input_is_named():
 
 
 def test_grad_changed_gradient_is_named():
-    assert "replaces the gradient" in failures(grad_exercise.check(_grad_saver(changes_grad=True)))
+    assert "returned a new gradient" in failures(grad_exercise.check(_grad_saver(changes_grad=True)))
+
+
+def test_grad_changed_in_place_is_named():
+    def make(name, grads):
+        def hook(module, args, output):
+            if output.requires_grad:
+                def save(g):
+                    grads[name] = g.clone()
+                    g.mul_(2)  # returns nothing, yet changes the gradient that flows on
+                output.register_hook(save)
+        return hook
+
+    msg = failures(grad_exercise.check(make))
+    assert "changed `grad` in place" in msg and "return nothing" in msg
+    assert "returns something" not in msg
 
 
 def test_grad_no_guard_under_no_grad_is_named():

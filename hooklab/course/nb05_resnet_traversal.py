@@ -428,8 +428,9 @@ def _grad_unchanged(fn: Callable) -> None:
     _, _, param_truth, model = _run_grads(fn)
     for name, p in model.named_parameters():
         if p.grad is None or not torch.allclose(p.grad, param_truth[name], atol=1e-6):
-            raise Mistake(f"the parameters' gradients changed ({name} first): your tensor hook returns "
-                          "something, which replaces the gradient. Store it and return nothing.")
+            raise Mistake(f"the parameters' gradients changed ({name} first): your tensor hook returned a new "
+                          "gradient or changed `grad` in place. Store a copy (`grad.detach().clone()`) and "
+                          "return nothing.")
 
 
 def _grad_no_grad(fn: Callable) -> None:
