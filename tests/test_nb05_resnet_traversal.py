@@ -10,6 +10,7 @@ import pytest
 import torch
 import hooklab
 import hooklab.course.data
+import hooklab.portable
 from hooklab.course import nb05_resnet_traversal as lab
 from torch import nn
 from hooklab.course.nb05_resnet_traversal import (count_calls, count_exercise, grad_exercise, make_grad_saver,
@@ -17,17 +18,26 @@ from hooklab.course.nb05_resnet_traversal import (count_calls, count_exercise, g
 from .checking import failures
 
 
-def test_sig_rounds_to_significant_digits():
-    assert lab.sig(123.456) == 123.5
-    assert lab.sig(0.000123456) == 0.0001235
-    assert lab.sig(-2.71828, 2) == -2.7
-    assert str(lab.sig(-0.0)) == "0.0"
-    assert math.isinf(lab.sig(float("inf")))
+def test_figure_marks_every_statistic_as_per_run_but_an_exact_zero():
+    assert lab.figure(0.86215299) == "≈0.862" and hooklab.portable.is_per_run(lab.figure(0.86215299))
+    assert lab.figure(-2.546, ".3f") == "≈-2.546"
+    assert lab.figure(0.0) == lab.figure(-0.0) == lab.figure(0.0, ".1%") == "0"
+    assert lab.figure(0.5024, ".1%") == "≈50.2%"
+    assert not hasattr(lab, "sig")  # rounding does not make a float portable: no helper pretends it does
+
+
+def test_figures_fit_the_tables_fixed_width():
+    from hooklab._table import PER_RUN_WIDTH
+
+    for value in (-0.002275, -2.546, 7.2, 6.973, 0.0322):
+        assert len(lab.figure(value)) <= PER_RUN_WIDTH
+    for value in (20.89, 0.09787, 0.08322, 44.72, 2.4):
+        assert len(lab.figure(value, ".3g")) <= PER_RUN_WIDTH
 
 
 def test_stats_of_a_relu_output():
     s = lab.stats(torch.relu(torch.tensor([-2.0, -1.0, 1.0, 3.0])))
-    assert s == {"mean": 1.0, "std": 1.414, "min": 0.0, "max": 3.0, "zeros": 0.5}
+    assert s == {"mean": 1.0, "std": pytest.approx(math.sqrt(2)), "min": 0.0, "max": 3.0, "zeros": 0.5}
     assert lab.stats(torch.tensor([5.0]))["std"] == 0.0  # one value: no NaN
 
 
@@ -279,7 +289,22 @@ def test_grad_hook_on_the_input_is_named():
 
 
 def test_grad_changed_gradient_is_named():
-    assert "replaces the gradient" in failures(grad_exercise.check(_grad_saver(changes_grad=True)))
+    assert "returned a new gradient" in failures(grad_exercise.check(_grad_saver(changes_grad=True)))
+
+
+def test_grad_changed_in_place_is_named():
+    def make(name, grads):
+        def hook(module, args, output):
+            if output.requires_grad:
+                def save(g):
+                    grads[name] = g.clone()
+                    g.mul_(2)  # returns nothing, yet changes the gradient that flows on
+                output.register_hook(save)
+        return hook
+
+    msg = failures(grad_exercise.check(make))
+    assert "changed `grad` in place" in msg and "return nothing" in msg
+    assert "returns something" not in msg
 
 
 def test_grad_no_guard_under_no_grad_is_named():
