@@ -144,7 +144,8 @@ def test_peak_checks_gives_each_layer_what_its_own_pass_gives():
     assert list(together) == layers
     for layer in layers:
         alone = gradcam.peak_check(model, data, layer)
-        assert torch.equal(together[layer].distance, alone.distance) and torch.equal(together[layer].labels, alone.labels)
+        assert torch.equal(together[layer].distance, alone.distance)
+        assert torch.equal(together[layer].labels, alone.labels)
         assert together[layer].positions == alone.positions and together[layer].n_images == 24
     assert count_hooks(model) == 0
     with pytest.raises(ValueError, match="at least one layer"):

@@ -114,7 +114,8 @@ class GradCAM(HookOwner):
 
 
 def _cam_pass(model: nn.Module, cams: Sequence[GradCAM], images: torch.Tensor,
-              target: int | Sequence[int] | torch.Tensor | None = None, n_threads: int | None = None) -> list[torch.Tensor]:
+              target: int | Sequence[int] | torch.Tensor | None = None,
+              n_threads: int | None = None) -> list[torch.Tensor]:
     """One forward and one backward pass of ``model`` (in eval mode) for the heat maps of every
     :class:`GradCAM` in ``cams`` (all hooked on ``model``): each one's hooks see its layer's output
     and gradient in the same pass, exactly as in a pass of its own."""
