@@ -234,7 +234,7 @@ class Run:
         settings (statistics, gradient norms and losses cut there; measuring the test accuracy
         along the way changes nothing in the training).
 
-        >>> r = run(steps=6, n_train=96, n_test=32)   # 3 steps per epoch
+        >>> r = run(epochs=2, n_train=96, n_test=32)   # 3 steps per epoch
         >>> sorted(r.test_accuracies), len(r.first(3).losses), len(r.first(3).stats["relu2"])
         ([3, 6], 3, 3)
         """
@@ -283,8 +283,10 @@ def run(init: str = "kaiming", lr: float = 0.006, *, steps: int | None = None, e
     record every step; remove the hooks and return a :class:`Run`.
 
     ``steps`` stops after that many steps (a short run for a live lab). ``seed`` picks the initial
-    weights and the order of the batches (default: :data:`hooklab.course.shapes.SEED`). The test
-    accuracy is measured after every epoch too (``test_accuracies``; see :meth:`Run.first`).
+    weights and the order of the batches (default: :data:`hooklab.course.shapes.SEED`). A run of
+    whole epochs (no ``steps``) also measures the test accuracy after every epoch
+    (``test_accuracies``; see :meth:`Run.first`); a short run, only at its end (a live lab waits
+    for it).
 
     >>> r = run(steps=3, n_train=96, n_test=32)
     >>> len(r.losses), len(r.stats["relu1"].mean), len(r.grads.norms["conv1"])
@@ -298,7 +300,7 @@ def run(init: str = "kaiming", lr: float = 0.006, *, steps: int | None = None, e
     with ActivationStats(model, "relu*", hist_max=hist_max, name="diagnostics.run:stats") as stats, \
             GradNorms(model, "conv*", "fc", name="diagnostics.run:grads") as grads:
         result = shapes.train(model, train_set, test=test_set, epochs=epochs, lr=lr, max_steps=steps, seed=seed,
-                              test_every=max(1, len(train_set) // 32))
+                              test_every=max(1, len(train_set) // 32) if steps is None else None)
     return Run(init, lr, stats, grads, result.losses, result.test_accuracy, result.test_accuracies)
 
 

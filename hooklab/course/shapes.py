@@ -252,7 +252,8 @@ class TrainResult:
     model: nn.Module
     losses: list[float] = field(default_factory=list)
     test_accuracy: float = float("nan")
-    #: The test accuracy measured along the way (``test_every``), by the number of steps done.
+    #: The test accuracy measured along the way (``test_every``) and at the end, by the number of
+    #: steps done.
     test_accuracies: dict[int, float] = field(default_factory=dict)
 
     def __repr__(self) -> str:
@@ -318,8 +319,9 @@ def train(
                 break
         result.losses = [v if math.isfinite(v) else float("nan") for v in losses]
         if test is not None:
-            last = result.test_accuracies.get(len(losses))
-            result.test_accuracy = accuracy(model, test) if last is None else last
+            if len(losses) not in result.test_accuracies:
+                result.test_accuracies[len(losses)] = accuracy(model, test)
+            result.test_accuracy = result.test_accuracies[len(losses)]
     return result
 
 
