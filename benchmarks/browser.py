@@ -13,7 +13,7 @@ carries ``data-update="N"``; a MutationObserver sees N+1 arrive), and to the mom
 ("updating…") appeared. No text is polled.
 
 Per notebook: the median, the 95th percentile and the first interaction (the first change after
-Run All). Floors (issue 18), for labs whose job is not training: median ≤ 100 ms, p95 ≤ 250 ms,
+Run All). Floors, for labs whose job is not training: median ≤ 100 ms, p95 ≤ 250 ms,
 first interaction ≤ 150 ms. Training labs (``TRAINING``: 06, 08): the busy state shown within
 100 ms of every input (its slowest), every new view within 1.5 s, and a setting picked again
 (seen before in this run, so cached) at most 150 ms (median).

@@ -219,11 +219,18 @@ def markdown(results: dict[str, Any]) -> str:
             from importlib import import_module
             render = import_module(f"benchmarks.{name}").markdown
         lines += render(results[name])
+    profile = HERE / "PROFILE.md"  # where the notebooks' time goes (benchmarks/profile_notebooks.py), by hand
+    if mode_is_full(results) and profile.exists():
+        lines += ["", profile.read_text().strip()]
     mode = results["mode"]
     lines += ["", "Raw figures: `benchmarks/out/results" + ("-quick" if mode == "quick" else "") + ".json` "
               "(not committed). How to run: `python3 dev.py bench` (a few minutes; run it on a quiet machine), "
               "`python3 dev.py bench --quick` (under a minute)."]
     return "\n".join(lines) + "\n"
+
+
+def mode_is_full(results: dict[str, Any]) -> bool:
+    return results.get("mode") == "full"
 
 
 def _md_header(results: dict[str, Any]) -> list[str]:

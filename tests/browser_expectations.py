@@ -227,7 +227,7 @@ EXPECTATIONS: dict[str, dict[str, Any]] = {
         ],
     },
     # ------------------------------------------------------------------ 06: training diagnostics
-    # every new (initialisation, learning rate) pair trains a fresh 200-step run in the kernel
+    # every new (initialisation, learning rate) pair trains a fresh 192-step run in the kernel
     "06_training_diagnostics.ipynb": {
         "controls": ["initialisation", "learning rate", "layer"],
         "steps": [

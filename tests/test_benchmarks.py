@@ -104,7 +104,7 @@ def test_models_train_and_check_grad_cam_per_kind_and_seed(results):
 def test_notebook_00_runs_and_its_panel_is_driven(results):
     n = results["notebooks"]
     [nb] = n["notebooks"]
-    assert nb["notebook"] == "00_start_here.ipynb" and nb["limit_s"] == 20
+    assert nb["notebook"] == "00_start_here.ipynb" and nb["limit_s"] == 8
     assert _positive(nb["seconds"]) and nb["unexpected_errors"] == []
     [panel] = nb["panels"]
     assert panel["controls"] and all(re.fullmatch(r"\w+ \((toggle|slider|dropdown)\)", c) for c in panel["controls"])

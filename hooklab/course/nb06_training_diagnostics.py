@@ -32,6 +32,7 @@ Clip each weight's gradient norm to 1: all 4 checks passed
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence, cast
@@ -220,10 +221,33 @@ class Run:
     grads: GradNorms
     losses: list[float]
     test_accuracy: float
+    #: The test accuracy after every epoch (and at the end), by the number of steps done.
+    test_accuracies: dict[int, float] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
         return f"{self.init}, lr={self.lr:g}"
+
+    def first(self, steps: int) -> "Run":
+        """The run as it stood after its first ``steps`` steps, at a step where the test accuracy
+        was measured (:attr:`test_accuracies`): the same as a run of ``steps`` steps with the same
+        settings (statistics, gradient norms and losses cut there; measuring the test accuracy
+        along the way changes nothing in the training).
+
+        >>> r = run(epochs=2, n_train=96, n_test=32)   # 3 steps per epoch
+        >>> sorted(r.test_accuracies), len(r.first(3).losses), len(r.first(3).stats["relu2"])
+        ([3, 6], 3, 3)
+        """
+        if steps not in self.test_accuracies:
+            raise ValueError(f"the test accuracy was measured after {sorted(self.test_accuracies)} steps only; "
+                             f"pick one of those, not {steps}.")
+        stats = copy.copy(self.stats)
+        stats.layers = {name: LayerStats(name, s.mean[:steps], s.std[:steps], s.zeros[:steps], s.dead[:steps],
+                                         s.hist[:steps]) for name, s in self.stats.layers.items()}
+        grads = copy.copy(self.grads)
+        grads.norms = {name: values[:steps] for name, values in self.grads.norms.items()}
+        return Run(self.init, self.lr, stats, grads, self.losses[:steps], self.test_accuracies[steps],
+                   {k: v for k, v in self.test_accuracies.items() if k <= steps})
 
     def summary(self, layer: str = "relu3", n: int = 10) -> dict[str, Any]:
         """The run's figures: the loss and ``layer``'s statistics averaged over the last ``n``
@@ -259,7 +283,10 @@ def run(init: str = "kaiming", lr: float = 0.006, *, steps: int | None = None, e
     record every step; remove the hooks and return a :class:`Run`.
 
     ``steps`` stops after that many steps (a short run for a live lab). ``seed`` picks the initial
-    weights and the order of the batches (default: :data:`hooklab.course.shapes.SEED`).
+    weights and the order of the batches (default: :data:`hooklab.course.shapes.SEED`). A run of
+    whole epochs (no ``steps``) also measures the test accuracy after every epoch
+    (``test_accuracies``; see :meth:`Run.first`); a short run, only at its end (a live lab waits
+    for it).
 
     >>> r = run(steps=3, n_train=96, n_test=32)
     >>> len(r.losses), len(r.stats["relu1"].mean), len(r.grads.norms["conv1"])
@@ -272,8 +299,9 @@ def run(init: str = "kaiming", lr: float = 0.006, *, steps: int | None = None, e
     model = shapes.init_weights(shapes.tiny_cnn(inplace=inplace), init, seed=seed)
     with ActivationStats(model, "relu*", hist_max=hist_max, name="diagnostics.run:stats") as stats, \
             GradNorms(model, "conv*", "fc", name="diagnostics.run:grads") as grads:
-        result = shapes.train(model, train_set, test=test_set, epochs=epochs, lr=lr, max_steps=steps, seed=seed)
-    return Run(init, lr, stats, grads, result.losses, result.test_accuracy)
+        result = shapes.train(model, train_set, test=test_set, epochs=epochs, lr=lr, max_steps=steps, seed=seed,
+                              test_every=max(1, len(train_set) // 32) if steps is None else None)
+    return Run(init, lr, stats, grads, result.losses, result.test_accuracy, result.test_accuracies)
 
 
 # ---------------------------------------------------------------------- plots

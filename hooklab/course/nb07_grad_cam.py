@@ -106,30 +106,44 @@ class GradCAM(HookOwner):
         self.gradients = grad.detach().clone()
 
     def __call__(self, images: torch.Tensor, target: int | Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
-        was_training = self.model.training
-        self.model.eval()
-        self.gradients = None
-        try:
-            with threads(self.threads), torch.enable_grad():
-                logits = self.model(images)
-                if target is None:
-                    target_t = logits.argmax(dim=1)
-                else:
-                    target_t = torch.as_tensor(target).expand(len(images)) if torch.as_tensor(target).dim() == 0 \
-                        else torch.as_tensor(target)
-                score = logits.gather(1, target_t.view(-1, 1)).sum()
-                score.backward()
-        finally:
-            self.model.zero_grad(set_to_none=True)  # leave no parameter gradients behind
-            self.model.train(was_training)
-        self.logits = logits.detach()
-        if self.gradients is None or self.activations is None:
-            raise RuntimeError(f"the hooks on {self.layer!r} saw no gradient: is the layer on the path from the "
-                               "input to the output, and does its output require grad?")
-        return cam_from(self.activations, self.gradients, images.shape[-2:])
+        return _cam_pass(self.model, [self], images, target, self.threads)[0]
 
     def __repr__(self) -> str:
         return f"GradCAM(layer={self.layer!r}, {'hooked' if self.active else 'removed'})"
+
+
+
+def _cam_pass(model: nn.Module, cams: Sequence[GradCAM], images: torch.Tensor,
+              target: int | Sequence[int] | torch.Tensor | None = None,
+              n_threads: int | None = None) -> list[torch.Tensor]:
+    """One forward and one backward pass of ``model`` (in eval mode) for the heat maps of every
+    :class:`GradCAM` in ``cams`` (all hooked on ``model``): each one's hooks see its layer's output
+    and gradient in the same pass, exactly as in a pass of its own."""
+    was_training = model.training
+    model.eval()
+    for cam in cams:
+        cam.gradients = None
+    try:
+        with threads(n_threads), torch.enable_grad():
+            logits = model(images)
+            if target is None:
+                target_t = logits.argmax(dim=1)
+            else:
+                target_t = torch.as_tensor(target).expand(len(images)) if torch.as_tensor(target).dim() == 0 \
+                    else torch.as_tensor(target)
+            score = logits.gather(1, target_t.view(-1, 1)).sum()
+            score.backward()
+    finally:
+        model.zero_grad(set_to_none=True)  # leave no parameter gradients behind
+        model.train(was_training)
+    maps = []
+    for cam in cams:
+        cam.logits = logits.detach()
+        if cam.gradients is None or cam.activations is None:
+            raise RuntimeError(f"the hooks on {cam.layer!r} saw no gradient: is the layer on the path from the "
+                               "input to the output, and does its output require grad?")
+        maps.append(cam_from(cam.activations, cam.gradients, images.shape[-2:]))
+    return maps
 
 
 def peak_positions(cams: torch.Tensor) -> torch.Tensor:
@@ -228,12 +242,35 @@ def peak_check(model: nn.Module, data: "Shapes", layer: str) -> PeakCheck:
     >>> check.layer, check.positions, check.n_images, len(check.distance) <= 8
     ('relu2', (16, 16), 8, True)
     """
-    with GradCAM(model, layer, name=f"peak_check@{id(model):x}") as cam:
-        maps = cam(data.images)
-        correct = cam.logits.argmax(1) == data.labels
-        positions = (int(cam.activations.shape[-2]), int(cam.activations.shape[-1]))
-    return PeakCheck(layer, positions, peak_distance(maps, data.masks)[correct], data.labels[correct],
-                     data.classes, len(data))
+    return peak_checks(model, data, [layer])[layer]
+
+
+def peak_checks(model: nn.Module, data: "Shapes", layers: Sequence[str]) -> dict[str, PeakCheck]:
+    """:func:`peak_check` for several layers at once, from ONE forward and one backward pass: a
+    :class:`GradCAM` on each layer, all hooked during the same pass (each sees its own layer's
+    output and gradient, as in a pass of its own), so the figures are the same as one
+    :func:`peak_check` per layer, for the cost of one.
+
+    >>> import hooklab.course.shapes as shapes
+    >>> checks = peak_checks(shapes.tiny_cnn(), shapes.make_patterns(8), ["relu1", "relu3"])
+    >>> {layer: check.positions for layer, check in checks.items()}
+    {'relu1': (32, 32), 'relu3': (8, 8)}
+    """
+    if not layers:
+        raise ValueError("name at least one layer.")
+    cams = [GradCAM(model, layer, name=f"peak_check@{id(model):x}:{layer}") for layer in layers]
+    try:
+        maps = _cam_pass(model, cams, data.images)
+    finally:
+        for cam in cams:
+            cam.remove()
+    correct = cams[0].logits.argmax(1) == data.labels  # type: ignore[union-attr]
+    checks = {}
+    for layer, cam, heat in zip(layers, cams, maps):
+        positions = (int(cam.activations.shape[-2]), int(cam.activations.shape[-1]))  # type: ignore[union-attr]
+        checks[layer] = PeakCheck(layer, positions, peak_distance(heat, data.masks)[correct], data.labels[correct],
+                                  data.classes, len(data))
+    return checks
 
 
 def plot_overlay(ax: Any, image: torch.Tensor, cam: torch.Tensor, mask: torch.Tensor | None = None,
