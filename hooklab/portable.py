@@ -41,7 +41,7 @@ class PerRun(float):
     the way :func:`approx` shows it (``≈`` and 4 significant digits) by ``repr``, ``str`` and
     ``format`` (a format spec such as ``".2f"`` picks the digits; the ``≈`` stays).
 
-    A live panel returns its float figures that come from the model's arithmetic (a mean, a
+    ``hooklab.explore`` returns its float figures that come from the model's arithmetic (a mean, a
     gradient norm, a logit) as ``PerRun``, so a printed state or a stored view marks them ``≈``
     while ``state["std"] > 0`` still works. Arithmetic on it gives a plain ``float``.
 
