@@ -58,6 +58,7 @@ from torch import nn
 
 from .hooks import Hooks, Registration
 from .inspection import count_hooks
+from .portable import PerRun
 from .widgets import Panel, filter_options
 
 __all__ = ["explore", "Explorer", "Summary", "tensors_in", "describe", "map_tensors", "InterventionError"]
@@ -186,6 +187,13 @@ def _round_like(value: float, scale: float, digits: int) -> float:
         return _sig(value, digits)
     places = digits - 1 - math.floor(math.log10(abs(scale)))
     return round(value, places) + 0.0
+
+
+def _per_run(value: float, digits: int = 4) -> float:
+    """A figure that comes out of the model's float arithmetic, rounded to ``digits`` significant
+    digits and marked :class:`~hooklab.portable.PerRun` (shown ``≈``): another CPU may compute
+    another last digit. Not a finite number (NaN, inf) is shown as it is."""
+    return PerRun(value, f".{digits}g") if math.isfinite(value) else value
 
 
 def _std(t: torch.Tensor) -> torch.Tensor:
@@ -477,6 +485,16 @@ class Explorer(Panel):
     how far the model's final output moved (``output change``: the norm of the difference from
     the output without interventions; ``relative change``: divided by that output's norm), the
     top logits when the output is a batch of scores, and the hooks on the model.
+
+    Figures that come out of the model's float arithmetic (mean, std, a share of zeros strictly
+    between 0 and 1, grad norm, output change, relative change, the top logits' values) are
+    :class:`hooklab.portable.PerRun` floats: numbers for code (``state["std"] > 0``), shown
+    ``≈0.4402`` (``digits`` significant digits; 3 for the output's figures), because another CPU
+    may compute another last digit. Exact by construction, and shown as plain numbers: shapes,
+    counts, indices, ``0.0`` for the output change and relative change without interventions,
+    ``zeros`` of exactly 0 or 1 (no value or every value is zero: a count), mean and std ``0.0``
+    of an output that is all zeros, and a relative change of exactly ``1.0`` when the final
+    output is all zeros.
     """
 
     def __init__(self, model: nn.Module, example: Example, *, target: Callable[[Any], torch.Tensor] | None = None,
@@ -727,14 +745,17 @@ class Explorer(Panel):
             diff = sum(float((by_path[p].float() - t.float()).pow(2).sum()) for p, t in ref
                        if p in by_path and by_path[p].shape == t.shape)
             size = sum(float(t.float().pow(2).sum()) for _, t in ref)
-            rows["output change"] = _sig(math.sqrt(diff), 3)
-            rows["relative change"] = _sig(math.sqrt(diff / size), 3) if size > 0 else float("nan")
+            rows["output change"] = _per_run(_sig(math.sqrt(diff), 3), 3)
+            if size > 0 and all(torch.count_nonzero(t) == 0 for _, t in now):
+                rows["relative change"] = 1.0  # every value of the output is zero (an exact fact): all of it went
+            else:
+                rows["relative change"] = _per_run(_sig(math.sqrt(diff / size), 3), 3) if size > 0 else float("nan")
         if now:
             path, main = now[0]
             if main.dim() == 2 and main.shape[1] >= self.top > 0:
                 values, indices = main[0].detach().float().topk(self.top)
                 label = f"top-{self.top} of {path}[0]" if path != "output" else f"top-{self.top} (sample 0)"
-                rows[label] = [(int(i), _sig(v, 3)) for v, i in zip(values.tolist(), indices.tolist())]
+                rows[label] = [(int(i), _per_run(_sig(v, 3), 3)) for v, i in zip(values.tolist(), indices.tolist())]
         return rows
 
     def _rows(self, name: str, entry: _Entry, active: list[tuple[str, float | None]]) -> dict[str, Any]:
@@ -763,17 +784,21 @@ class Explorer(Panel):
         rows["dtype"] = s.dtype if s is not None and s.dtype else missing
         for key in ("mean", "std", "zeros"):
             value = getattr(s, key) if s is not None else None
-            rows[key] = _sig(value, digits) if value is not None else missing
+            rows[key] = _per_run(_sig(value, digits), digits) if value is not None else missing
         if s is not None and s.mean is not None and s.std is not None:
             # a mean far below the spread (a LayerNorm's ~1e-9) is float noise: round it on the spread's scale
-            rows["mean"] = _round_like(s.mean, max(abs(s.mean), s.std), digits)
+            rows["mean"] = _per_run(_round_like(s.mean, max(abs(s.mean), s.std), digits), digits)
+        if s is not None and s.zeros is not None and s.zeros in (0.0, 1.0):
+            rows["zeros"] = s.zeros  # none or all of the values are zero: an exact count, not a rounded ratio
+            if s.zeros == 1.0:  # all zeros (a zeroed output): its mean and std are exactly 0
+                rows["mean"], rows["std"] = 0.0, 0.0
         clean = self._clean[name]
         if not self._has_grad:
             rows["grad norm (clean)"] = "— (nothing in the model requires grad)"
         elif clean.grad_norm is None:
             rows["grad norm (clean)"] = "— (no gradient reached it)"
         else:
-            rows["grad norm (clean)"] = _sig(clean.grad_norm, digits)
+            rows["grad norm (clean)"] = _per_run(_sig(clean.grad_norm, digits), digits)
         rows["interventions"] = " → ".join(_describe_intervention(kind, value) for kind, value in active) or "none"
         rows.update(entry.final)
         rows["hooks on the model"] = count_hooks(self.explored, include_global=False)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PER_RUN", "MASK", "MASKED", "approx", "claim", "is_per_run", "recorded_with"]
+__all__ = ["PER_RUN", "MASK", "MASKED", "PerRun", "approx", "claim", "is_per_run", "recorded_with"]
 
 #: The mark of a figure that may differ from machine to machine.
 PER_RUN = "≈"
@@ -34,6 +34,42 @@ MASKED = "<per-run figure>"
 def approx(value: Any, spec: str = ".3g") -> str:
     """``value`` formatted with ``spec`` and marked as a per-run figure: ``≈`` in front."""
     return f"{PER_RUN}{value:{spec}}"
+
+
+class PerRun(float):
+    """A per-run figure that stays a number: a ``float`` for code (compare it, add to it), shown
+    the way :func:`approx` shows it (``≈`` and 4 significant digits) by ``repr``, ``str`` and
+    ``format`` (a format spec such as ``".2f"`` picks the digits; the ``≈`` stays).
+
+    ``hooklab.explore`` returns its float figures that come from the model's arithmetic (a mean, a
+    gradient norm, a logit) as ``PerRun``, so a printed state or a stored view marks them ``≈``
+    while ``state["std"] > 0`` still works. Arithmetic on it gives a plain ``float``.
+
+    >>> std = PerRun(0.44015113)
+    >>> std, str(std), f"{std:.2f}", [(3, PerRun(0.0843))], std > 0.4, std * 2
+    (≈0.4402, '≈0.4402', '≈0.44', [(3, ≈0.0843)], True, 0.88030226)
+    >>> is_per_run(str(PerRun(-2.8e-09))), is_per_run(str(PerRun(1234567.0)))
+    (True, True)
+    """
+
+    __slots__ = ("spec",)
+    spec: str
+
+    def __new__(cls, value: float, spec: str = ".4g") -> "PerRun":
+        self = super().__new__(cls, value)
+        self.spec = spec
+        return self
+
+    def __repr__(self) -> str:
+        return approx(float(self), self.spec)
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return approx(float(self), spec or self.spec)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PerRun, (float(self), self.spec))
 
 
 def claim(text: str, holds: bool) -> str:

@@ -32,6 +32,7 @@ from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence, Union
 import ipywidgets as W
 
 from .hooks import Hooks
+from .portable import PerRun
 
 __all__ = ["Panel", "filter_options"]
 
@@ -112,6 +113,10 @@ def _title_html(title: str) -> str:
 
 
 def _fmt(value: Any) -> str:
+    """How the view shows a value: a :class:`~hooklab.portable.PerRun` figure as ``≈`` and its
+    digits, another float with 4 significant digits, anything else as ``str``."""
+    if isinstance(value, PerRun):
+        return str(value)
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)

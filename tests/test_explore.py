@@ -135,6 +135,37 @@ def test_a_mean_that_is_float_noise_prints_as_zero():
         p.remove()
 
 
+def test_figures_from_the_arithmetic_are_marked_per_run_and_exact_ones_are_not(panel):
+    """A per-run figure stays a number for code but shows as ≈ (masked by the tests); an exact one
+    (a count, a shape, an exact 0 or 1 by construction) shows as it is."""
+    import re
+
+    from hooklab.portable import MASK, MASKED, PerRun, is_per_run
+
+    state = panel.set(module="layer1.0.relu")
+    for key in ("mean", "std", "zeros", "grad norm (clean)"):
+        assert isinstance(state[key], PerRun) and is_per_run(str(state[key])), key
+    assert state["std"] > 0 and state["grad norm (clean)"] > 0 and 0 < state["zeros"] < 1  # numbers for code
+    assert all(isinstance(v, PerRun) and type(i) is int for i, v in state["top-3 (sample 0)"])
+    assert type(state["output change"]) is float and state["output change"] == 0.0  # the reference: exact
+    assert type(state["relative change"]) is float and state["relative change"] == 0.0
+    assert type(state["calls per forward"]) is int and state["shape"] == [1, 64, 16, 16]
+    zeroed = panel.set(zero=True)  # all zeros: exact mean, std and share of zeros
+    assert [type(zeroed[k]) for k in ("mean", "std", "zeros")] == [float] * 3
+    assert (zeroed["mean"], zeroed["std"], zeroed["zeros"]) == (0.0, 0.0, 1.0)
+    assert isinstance(zeroed["output change"], PerRun) and isinstance(zeroed["relative change"], PerRun)
+    assert zeroed["output change"] > 0
+    # the view and its stored snapshot show ≈ figures, which mask the same whatever their digits
+    html = panel._repr_mimebundle_()["text/html"]
+    assert f"<code>{zeroed['output change']}</code>" in html and "≈" in html
+    assert "std: 0\n" in panel.text and f"output change: {zeroed['output change']}" in panel.text
+    other = html.replace(str(zeroed["output change"]), "≈12.5")
+    assert other != html and re.sub(MASK, MASKED, other) == re.sub(MASK, MASKED, html)
+    panel.set(zero=False)
+    conv = panel.set(module="conv1")  # a conv output has no exact zero: the share 0 is a count
+    assert type(conv["zeros"]) is float and conv["zeros"] == 0.0
+
+
 def test_a_reused_module_shows_its_calls_and_the_last_one(panel):
     state = panel.set(module="layer1.0.relu")
     assert state["calls per forward"] == 2
