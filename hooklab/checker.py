@@ -65,6 +65,27 @@ def expect_close(actual: Any, expected: Any, what: str, *, atol: float = 1e-6) -
         raise Mistake(f"{what} is {_short(actual)}, expected {_short(expected)}.") from None
 
 
+def made_hook(make: Callable[..., Any], *args: Any, kind: str, call: str, inner: str) -> Callable[..., Any]:
+    """``make(*args)``, for an exercise that asks for a function returning a hook: the result must be
+    callable with ``kind``'s hook signature (see :func:`hooklab.check_hook_signature`), or a
+    :class:`Mistake` says what to write. ``call`` names the learner's call, ``inner`` the hook's name.
+
+    >>> made_hook(lambda store: None, [], kind="forward", call="make_hook(store)", inner="record")
+    Traceback (most recent call last):
+    ...
+    hooklab.checker.Mistake: make_hook(store) returned NoneType, not a function: return the forward hook function itself (`return record`, no parentheses).
+    """
+    hook, what = make(*args), kind.replace("_", " ") + " hook"
+    if not callable(hook):
+        raise Mistake(f"{call} returned {type(hook).__name__}, not a function: return the {what} function itself "
+                      f"(`return {inner}`, no parentheses).")
+    try:
+        check_hook_signature(hook, kind)
+    except TypeError as exc:
+        raise Mistake(f"the function {call} returns is not a {what}: {exc}") from None
+    return hook
+
+
 def grad_of(tensor: torch.Tensor, what: str = "the parameter") -> torch.Tensor:
     """``tensor.grad``, or a :class:`Mistake` saying that no gradient arrived.
 

@@ -196,7 +196,7 @@ def test_stats_hook_mistakes():
         def record(module, args, output):
             pass
         return record(None, None, None)
-    assert "return the hook function itself" in mistakes(ex.stats_hook, returns_call)
+    assert "hook function itself (`return record`, no parentheses)" in mistakes(ex.stats_hook, returns_call)
 
     def wrong_signature(store):
         def record(module, output):

@@ -37,8 +37,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.utils import prune
 
-from .._signature import check_hook_signature
-from ..checker import Exercise, Mistake
+from ..checker import Exercise, Mistake, made_hook
 from ..plots import fixed_layout
 from .data import fit
 
@@ -388,14 +387,7 @@ def _train(make: Callable, steps: int) -> tuple[nn.Linear, list, list[torch.Tens
     x = torch.linspace(-1.0, 1.0, 12).reshape(4, 3)
     opt = torch.optim.SGD(layer.parameters(), lr=0.5)
     log: list = []
-    hook = make(log)
-    if not callable(hook):
-        raise Mistake(f"make_weight_logger(log) returned {type(hook).__name__}; it should return the hook "
-                      "function itself (`return log_weight`, no parentheses).")
-    try:
-        check_hook_signature(hook, "forward_pre")
-    except TypeError as exc:
-        raise Mistake(str(exc)) from None
+    hook = made_hook(make, log, kind="forward_pre", call="make_weight_logger(log)", inner="log_weight")
     returned: list[Any] = []
 
     def wrapper(module, args):

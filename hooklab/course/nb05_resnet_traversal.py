@@ -43,9 +43,8 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from .._signature import check_hook_signature
 from .._table import Table
-from ..checker import Exercise, Mistake, grad_of
+from ..checker import Exercise, Mistake, grad_of, made_hook
 from ..hooks import Hooks
 from ..inspection import count_hooks
 from ..portable import approx
@@ -154,14 +153,7 @@ def _run_saver(fn: Callable, runs: int = 2) -> tuple[dict, list[dict[str, torch.
     store: dict = {}
     truth: list[dict[str, torch.Tensor]] = []
     names = _names(model)
-    hook = fn("0", store)
-    if not callable(hook):
-        raise Mistake(f"make_saver returned {type(hook).__name__}, not a function: define "
-                      "`def hook(module, args, output): ...` inside it and `return hook`.")
-    try:
-        check_hook_signature(hook, "forward")
-    except TypeError as exc:
-        raise Mistake(f"the function make_saver returns is not a forward hook: {exc}") from None
+    hook = made_hook(fn, "0", store, kind="forward", call="make_saver", inner="hook")
     with Hooks() as hooks:
         for module, name in names.items():
             hooks.forward(module, fn(name, store), key=name)
@@ -367,14 +359,7 @@ def _run_grads(fn: Callable) -> tuple[dict, dict[str, torch.Tensor], dict[str, t
 
     model = _stem()
     grads: dict = {}
-    hook = fn("0", grads)
-    if not callable(hook):
-        raise Mistake(f"make_grad_saver returned {type(hook).__name__}, not a function: define "
-                      "`def hook(module, args, output): ...` inside it and `return hook`.")
-    try:
-        check_hook_signature(hook, "forward")
-    except TypeError as exc:
-        raise Mistake(f"the function make_grad_saver returns is not a forward hook: {exc}") from None
+    hook = made_hook(fn, "0", grads, kind="forward", call="make_grad_saver", inner="hook")
     probe = nn.Linear(2, 2)
     probe_out = probe(torch.ones(1, 2))
     returned = hook(probe, (torch.ones(1, 2),), probe_out)

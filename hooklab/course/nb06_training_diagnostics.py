@@ -41,9 +41,8 @@ import torch
 from matplotlib.ticker import NullLocator
 from torch import nn
 
-from .._signature import check_hook_signature
 from .._table import Table
-from ..checker import Exercise, Mistake, grad_of
+from ..checker import Exercise, Mistake, grad_of, made_hook
 from ..hooks import HookOwner, Hooks
 from ..plots import fixed_layout
 from ..portable import approx
@@ -461,14 +460,7 @@ def _batch() -> torch.Tensor:
 
 def _run_stats(make_hook: Callable) -> tuple[list, Any, torch.Tensor]:
     store: list = []
-    hook = make_hook(store)
-    if not callable(hook):
-        raise Mistake(f"make_stats_hook(store) returned {type(hook).__name__}; it should return the hook "
-                      "function itself: `return record` (no parentheses).")
-    try:
-        check_hook_signature(hook, "forward")
-    except TypeError as exc:
-        raise Mistake(str(exc)) from None
+    hook = made_hook(make_hook, store, kind="forward", call="make_stats_hook(store)", inner="record")
     layer = nn.Identity()
     out = _batch()
     handle = layer.register_forward_hook(hook)

@@ -34,8 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._signature import check_hook_signature
-from ..checker import Exercise, Mistake
+from ..checker import Exercise, Mistake, made_hook
 from ..hooks import HookOwner, Hooks
 from ..portable import approx
 from ..selection import module as find_module
@@ -432,14 +431,7 @@ def _tiny() -> tuple[nn.Sequential, torch.Tensor]:
 
 def _run_hook(make: Callable) -> tuple[dict, torch.Tensor, torch.Tensor, object]:
     saved: dict = {}
-    hook = make(saved)
-    if not callable(hook):
-        raise Mistake(f"make_cam_hook(saved) returned {type(hook).__name__}; return the forward hook function "
-                      "itself (`return save`, no parentheses).")
-    try:
-        check_hook_signature(hook, "forward")
-    except TypeError as exc:
-        raise Mistake(str(exc)) from None
+    hook = made_hook(make, saved, kind="forward", call="make_cam_hook(saved)", inner="save")
     model, x = _tiny()
     with torch.no_grad():
         pre_relu = model[0](x)

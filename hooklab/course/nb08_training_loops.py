@@ -35,8 +35,7 @@ import torch
 import torch.utils.checkpoint as torch_checkpoint
 from torch import nn
 
-from .._signature import check_hook_signature
-from ..checker import Exercise, Mistake, grad_of
+from ..checker import Exercise, Mistake, grad_of, made_hook
 from ..portable import approx
 
 SEED = 0
@@ -445,14 +444,7 @@ def make_stats_hook(store):
 
 def _stats_run(make_hook: Callable, *, checkpointed: bool, passes: int, no_grad: bool = False) -> tuple[list, list]:
     store: list = []
-    hook = make_hook(store)
-    if not callable(hook):
-        raise Mistake(f"make_stats_hook(store) returned {type(hook).__name__}; return the hook itself: "
-                      "`return record`.")
-    try:
-        check_hook_signature(hook, "forward")
-    except TypeError as exc:
-        raise Mistake(str(exc)) from None
+    hook = made_hook(make_hook, store, kind="forward", call="make_stats_hook(store)", inner="record")
     with torch.random.fork_rng():
         torch.manual_seed(1)
         segment = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
