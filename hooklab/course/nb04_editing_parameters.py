@@ -30,7 +30,7 @@ from __future__ import annotations
 import inspect
 import itertools
 from dataclasses import dataclass
-from typing import Any, Callable, cast
+from typing import Any, Callable, Iterable, Sequence, cast
 
 import torch
 from torch import nn
@@ -39,6 +39,7 @@ from torch.nn.utils import prune
 
 from ..checker import Exercise, Mistake, made_hook
 from ..plots import fixed_layout
+from ..portable import PerRun, approx
 from .data import fit
 
 #: The weights ``toy_regression``'s targets are made with (what training should find).
@@ -81,6 +82,37 @@ def train(model: nn.Module, X: torch.Tensor, y: torch.Tensor, optimizer: torch.o
     [6.1189, 6.1189]
     """
     return [round(loss, 4) for loss in fit(model, optimizer, F.mse_loss, itertools.repeat((X, y), steps))]
+
+
+def figures(values: Iterable[float], spec: str = ".4f") -> str:
+    """Per-run figures (losses, trained weights) for printing, each marked ``≈`` by
+    :func:`hooklab.approx`: their last digits may differ on another CPU, so the tests mask them.
+
+    >>> figures([6.1188726, 4.1794004]), figures([0.58431, -1.0], ".2f")
+    ('[≈6.1189, ≈4.1794]', '[≈0.58, ≈-1.00]')
+    """
+    return "[" + ", ".join(approx(v, spec) for v in values) + "]"
+
+
+def went_down(values: Sequence[float]) -> bool:
+    """Whether every value is smaller than the one before it (a loss that went down at every step).
+
+    >>> went_down([3.0, 2.0, 1.5]), went_down([3.0, 3.0, 1.5])
+    (True, False)
+    """
+    return all(later < earlier for earlier, later in zip(values, values[1:]))
+
+
+def output_change(output: torch.Tensor, reference: torch.Tensor) -> float:
+    """The largest absolute difference between ``output`` and ``reference``: exactly ``0.0`` when they
+    are equal, otherwise a :class:`hooklab.portable.PerRun` figure (``≈``, 4 decimals), since its digits
+    come from the layer's float arithmetic and may differ on another CPU.
+
+    >>> output_change(torch.ones(3), torch.ones(3)), output_change(torch.tensor([1.0, 2.5]), torch.ones(2))
+    (0.0, ≈1.5000)
+    """
+    change = (output - reference).abs().max().item()
+    return PerRun(change, ".4f") if change else 0.0
 
 
 def stale_parameters(model: nn.Module, optimizer: torch.optim.Optimizer) -> list[str]:
