@@ -30,7 +30,7 @@ from __future__ import annotations
 import inspect
 import itertools
 from dataclasses import dataclass
-from typing import Any, Callable, cast
+from typing import Any, Callable, Iterable, Sequence, cast
 
 import torch
 from torch import nn
@@ -39,6 +39,7 @@ from torch.nn.utils import prune
 
 from ..checker import Exercise, Mistake, made_hook
 from ..plots import fixed_layout
+from ..portable import PerRun, approx
 from .data import fit
 
 #: The weights ``toy_regression``'s targets are made with (what training should find).
@@ -66,7 +67,9 @@ def toy_regression(seed: int = 0, n: int = 32) -> tuple[nn.Linear, torch.Tensor,
 def train(model: nn.Module, X: torch.Tensor, y: torch.Tensor, optimizer: torch.optim.Optimizer,
           steps: int = 5) -> list[float]:
     """Run ``steps`` full-batch steps of mean-squared-error training; return each step's loss
-    (measured before that step's update, rounded to 4 decimals).
+    (measured before that step's update) as a plain float, unrounded: two runs that compute the same
+    thing give ``==`` losses, while the digits themselves may differ from CPU to CPU (print them with
+    :func:`hooklab.portable.approx`).
 
     The loop, written out::
 
@@ -77,10 +80,42 @@ def train(model: nn.Module, X: torch.Tensor, y: torch.Tensor, optimizer: torch.o
             optimizer.step()
 
     >>> model, X, y = toy_regression()
-    >>> train(model, X, y, torch.optim.SGD(model.parameters(), lr=0.0), steps=2)  # lr 0: nothing moves
-    [6.1189, 6.1189]
+    >>> losses = train(model, X, y, torch.optim.SGD(model.parameters(), lr=0.0), steps=2)  # lr 0: nothing moves
+    >>> losses[0] == losses[1], 6.0 < losses[0] < 6.2
+    (True, True)
     """
-    return [round(loss, 4) for loss in fit(model, optimizer, F.mse_loss, itertools.repeat((X, y), steps))]
+    return [float(loss) for loss in fit(model, optimizer, F.mse_loss, itertools.repeat((X, y), steps))]
+
+
+def figures(values: Iterable[float], spec: str = ".4f") -> str:
+    """Per-run figures (losses, trained weights) for printing, each marked ``≈`` by
+    :func:`hooklab.approx`: their last digits may differ on another CPU, so the tests mask them.
+
+    >>> figures([6.1188726, 4.1794004]), figures([0.58431, -1.0], ".2f")
+    ('[≈6.1189, ≈4.1794]', '[≈0.58, ≈-1.00]')
+    """
+    return "[" + ", ".join(approx(v, spec) for v in values) + "]"
+
+
+def went_down(values: Sequence[float]) -> bool:
+    """Whether every value is smaller than the one before it (a loss that went down at every step).
+
+    >>> went_down([3.0, 2.0, 1.5]), went_down([3.0, 3.0, 1.5])
+    (True, False)
+    """
+    return all(later < earlier for earlier, later in zip(values, values[1:]))
+
+
+def output_change(output: torch.Tensor, reference: torch.Tensor) -> float:
+    """The largest absolute difference between ``output`` and ``reference``: exactly ``0.0`` when they
+    are equal, otherwise a :class:`hooklab.portable.PerRun` figure (``≈``, 4 decimals), since its digits
+    come from the layer's float arithmetic and may differ on another CPU.
+
+    >>> output_change(torch.ones(3), torch.ones(3)), output_change(torch.tensor([1.0, 2.5]), torch.ones(2))
+    (0.0, ≈1.5000)
+    """
+    change = (output - reference).abs().max().item()
+    return PerRun(change, ".4f") if change else 0.0
 
 
 def stale_parameters(model: nn.Module, optimizer: torch.optim.Optimizer) -> list[str]:
