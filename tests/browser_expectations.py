@@ -48,6 +48,9 @@ SCALE, FACTOR, ZERO = "scale layer 0's output", "factor", "zero the input"
 NORM2_0, NORM2_1 = "encoder.layers.0.norm2 · LayerNorm · leaf", "encoder.layers.1.norm2 · LayerNorm · leaf"
 CONV1, BN2_4_1 = "conv1 · Conv2d · leaf", "layer4.1.bn2 · BatchNorm2d · leaf"
 RELU_1_0 = "layer1.0.relu · ReLU · leaf · called 2×"
+#: The controls of every hooklab.explore panel, in order.
+EXPLORE_CONTROLS = ["filter", "module", "zero its output", "add noise", "noise (× std)", "scale its output",
+                    "factor", "clamp its output", "clamp at ± (× std)"]
 
 EXPECTATIONS: dict[str, dict[str, Any]] = {
     "00_start_here.ipynb": {
@@ -191,8 +194,7 @@ EXPECTATIONS: dict[str, dict[str, Any]] = {
     "05_resnet_traversal.ipynb": {
         # std and output change depend on the CPU's float kernels: the driving cell compares them in claims,
         # so here they are exact only where they are exact (0) and otherwise relations
-        "controls": ["filter", "module", "zero its output", "add noise", "noise (× std)", "scale its output",
-                     "factor", "clamp its output", "clamp at ± (× std)"],
+        "controls": EXPLORE_CONTROLS,
         "type": {"filter": ["layer4.*.bn?", "no-such-module"]},
         "steps": [
             Step("start: conv1, nothing on",
@@ -308,8 +310,7 @@ EXPECTATIONS: dict[str, dict[str, Any]] = {
     "09_bring_your_own_model.ipynb": {
         # std and output change come out of float arithmetic: the view marks them ≈ (any ≈ figure matches, so
         # CHANGED says that it moved); a zeroed output's std and the reference's output change are exact
-        "controls": ["filter", "module", "zero its output", "add noise", "noise (× std)", "scale its output",
-                     "factor", "clamp its output", "clamp at ± (× std)"],
+        "controls": EXPLORE_CONTROLS,
         "type": {"filter": ["linear2", "no-such-module"]},
         "steps": [
             Step("start: encoder.layers.0.norm2, nothing on",
