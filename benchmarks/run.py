@@ -32,12 +32,12 @@ OUT = HERE / "out"
 MODES: dict[str, dict[str, Any]] = {
     "full": {"reps": 40, "forwards": 2, "one_shot_reps": 20, "passes": 1000, "seeds": [0, 1, 2, 3, 4],
              "other_cpu": True, "notebooks": None, "changes": 20, "portability_seeds": [3, 4, 5],
-             "explore_changes": 40, "browser": True},
+             "explore_changes": 40, "browser": True, "threads_reps": 5},
     "quick": {"reps": 4, "forwards": 1, "one_shot_reps": 2, "passes": 30, "seeds": [0], "other_cpu": False,
               "notebooks": ["00"], "changes": 6, "portability_seeds": [], "explore_changes": 8,
-              "browser": False},
+              "browser": False, "threads_reps": 3},
 }
-SECTIONS = ("overhead", "memory", "models", "notebooks", "portability", "explore", "browser")
+SECTIONS = ("overhead", "memory", "threads", "models", "notebooks", "portability", "explore", "browser")
 
 
 # ---------------------------------------------------------------- the machine
@@ -132,6 +132,10 @@ def collect(mode: str = "full", sections: tuple[str, ...] = SECTIONS, notebooks:
         from . import memory
         log(f"[bench] memory: {cfg['passes']} recorded forward passes (fresh interpreter) ...")
         results["memory"] = memory.run(cfg["passes"], threads=threads)
+    if "threads" in sections:
+        from . import threads as second_thread
+        log("[bench] a callback in a second thread, then the main thread's two-thread speed ...")
+        results["threads"] = second_thread.run(reps=cfg["threads_reps"])
     if "models" in sections:
         from . import models
         log(f"[bench] the tiny CNN: trained from seeds {cfg['seeds']} on each kind of data"
@@ -172,6 +176,9 @@ def floors(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
         m = results["memory"]
         rows.append((f"peak RSS growth over {m['passes']:,} recorded passes, after the first 10 ≤ "
                      f"{m['floor']['max']:.0%}", f"{m['growth']:+.2%}", m["floor"]["ok"]))
+    if "threads" in results:
+        from . import threads as second_thread
+        rows += second_thread.floors(results["threads"])
     if "models" in results:
         from . import models
         rows += models.floors(results["models"])
@@ -210,7 +217,8 @@ def _ms(v: float | None) -> str:
 def markdown(results: dict[str, Any]) -> str:
     """RESULTS.md: the machine, the floors, then one section per part that was run."""
     lines = _md_header(results)
-    sections = [("overhead", _md_overhead), ("memory", _md_memory), ("models", None), ("portability", None),
+    sections = [("overhead", _md_overhead), ("memory", _md_memory), ("threads", None), ("models", None),
+                ("portability", None),
                 ("explore", None), ("notebooks", _md_notebooks), ("browser", None)]
     for name, render in sections:
         if name not in results:

@@ -52,17 +52,6 @@ def test_photo_image_undoes_the_normalisation():
     assert img.shape == (16, 16, 3) and 0 <= img.min() and img.max() <= 1
 
 
-def test_threads_restores_the_thread_count_also_on_error():
-    before = torch.get_num_threads()
-    with hooklab.course.data.threads(1):
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before
-    with pytest.raises(RuntimeError):
-        with hooklab.course.data.threads(1):
-            raise RuntimeError("boom")
-    assert torch.get_num_threads() == before
-
-
 def test_the_notebook_shows_the_raw_calls_before_the_helpers_that_wrap_them():
     from .nbtools import NOTEBOOKS, code_cells, read
 
