@@ -132,7 +132,9 @@ class Panel(W.VBox):
         render: ``render(panel) -> str | dict``, called after every change. Return HTML, or
             ``{label: value}`` rows (shown as a table; ``panel.state()`` returns them too).
         plot: optional ``plot(panel, fig)`` drawing into a fresh ``matplotlib.figure.Figure``;
-            shown as a PNG under the table.
+            shown as a PNG under the table. It may instead return PNG bytes of its own (a figure
+            kept between updates, redrawn by :class:`hooklab.plots.LiveCanvas`); ``fig`` is then
+            left unused.
         figsize: the plot's size in inches.
 
     Read ``panel.values`` (control name -> value) in hooks and in ``render``. The reset button
@@ -143,7 +145,7 @@ class Panel(W.VBox):
     _open: ClassVar[dict[str, "Panel"]] = {}
 
     def __init__(self, title: str, render: Callable[["Panel"], View], *,
-                 plot: Callable[["Panel", Any], None] | None = None, name: str | None = None,
+                 plot: Callable[["Panel", Any], bytes | None] | None = None, name: str | None = None,
                  figsize: tuple[float, float] = (5.0, 2.6)) -> None:
         self.title = title
         self.name = name or title
@@ -396,8 +398,9 @@ class Panel(W.VBox):
             if self._plot is not None and self.image is not None:
                 from .plots import figure, to_png
                 fig = figure(self._figsize)
-                self._plot(self, fig)
-                self.image.value = to_png(fig)  # before the view: a new data-update means all of it arrived
+                drawn = self._plot(self, fig)
+                # before the view: a new data-update means all of it arrived
+                self.image.value = drawn if isinstance(drawn, bytes) else to_png(fig)
             self.rows, self.error = rows, None
             self._show(body)
         except Exception as exc:

@@ -12,14 +12,14 @@ Clamp the gradient: all 5 checks passed
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Sequence
 
 import torch
-from matplotlib.figure import Figure
 from torch import nn
 
 from ..checker import Exercise, Mistake, expect_close, grad_of
-from ..plots import fixed_layout
+from ..plots import LiveCanvas, figure, fixed_layout
 from .data import tiny_mlp
 
 __all__ = ["clamp_exercise", "log_exercise", "clamp_hook", "log_grad_norms"]
@@ -219,28 +219,60 @@ log_exercise = Exercise(
 
 
 # ---------------------------------------------------------------- the live lab's plot
-def compare_bars(fig: Figure, labels: Sequence[str], series: dict[str, Sequence[float]], *, xlabel: str = "",
-                 colors: Sequence[str] = ("#bbbbbb", "#1f5f99", "#b3261e", "#f2a37b")) -> Any:
+class LiveBars:
     """Bars side by side, one group per label and one colour per series (e.g. a gradient before and
-    after hooks). Fast enough to redraw on every change of a live panel (no layout engine).
+    after hooks), for a live panel: built once, then :meth:`png` sets the bars' heights and redraws
+    only them (:class:`hooklab.plots.LiveCanvas`). The y axis runs from -L to L, with L a round
+    number above the largest bar, so the axes are drawn again only when L changes.
 
-    >>> from hooklab.plots import figure
-    >>> fig = figure((4.5, 2.2))
-    >>> ax = compare_bars(fig, ["a", "b"], {"plain": [1.0, -2.0], "hooked": [0.5, -1.0]}, xlabel="entry")
-    >>> len(ax.patches), [t.get_text() for t in ax.get_legend().get_texts()]
-    (4, ['plain', 'hooked'])
+    >>> bars = LiveBars(["a", "b"], ["plain", "hooked"], xlabel="entry")
+    >>> bars.png({"plain": [1.0, -2.0], "hooked": [0.5, -1.0]})[:4], [float(y) for y in bars.ax.get_ylim()]
+    (b'\\x89PNG', [-2.5, 2.5])
+    >>> [round(b.get_height(), 2) for b in bars.bars["hooked"]], [t.get_text() for t in bars.legend.get_texts()]
+    ([0.5, -1.0], ['plain', 'hooked'])
     """
-    fixed_layout(fig, left=0.11, top=0.95, bottom=0.24 if xlabel else 0.14)
-    ax = fig.add_subplot()
-    width = 0.8 / max(len(series), 1)
-    for i, (name, values) in enumerate(series.items()):
-        offset = (i - (len(series) - 1) / 2) * width
-        ax.bar([j + offset for j in range(len(labels))], [float(v) for v in values], width=width,
-               color=colors[i % len(colors)], label=name)
-    ax.set_xticks(range(len(labels)), list(labels))
-    ax.tick_params(labelsize=8)
-    ax.axhline(0, color="#666666", lw=0.8)
-    if xlabel:
-        ax.set_xlabel(xlabel, fontsize=8)
-    ax.legend(fontsize=7, loc="upper left")  # a fixed place: "best" searches, and costs time
-    return ax
+
+    COLORS = ("#bbbbbb", "#1f5f99", "#b3261e", "#f2a37b")
+
+    def __init__(self, labels: Sequence[str], names: Sequence[str], *, xlabel: str = "",
+                 figsize: tuple[float, float] = (4.5, 2.2)) -> None:
+        self.fig = fixed_layout(figure(figsize), left=0.11, top=0.95, bottom=0.24 if xlabel else 0.14)
+        self.ax = self.fig.add_subplot()
+        width = 0.8 / max(len(names), 1)
+        self.bars = {}
+        for i, name in enumerate(names):
+            offset = (i - (len(names) - 1) / 2) * width
+            self.bars[name] = list(self.ax.bar([j + offset for j in range(len(labels))], [0.0] * len(labels),
+                                               width=width, color=self.COLORS[i % len(self.COLORS)], label=name))
+        self.ax.set_xticks(range(len(labels)), list(labels))
+        self.ax.tick_params(labelsize=8)
+        zero = self.ax.axhline(0, color="#666666", lw=0.8)
+        if xlabel:
+            self.ax.set_xlabel(xlabel, fontsize=8)
+        self.legend = self.ax.legend(fontsize=7, loc="upper left")  # a fixed place: "best" searches
+        # the spines too: a full draw puts them over the zero line
+        moving = [bar for group in self.bars.values() for bar in group] + [zero, *self.ax.spines.values(), self.legend]
+        self.canvas = LiveCanvas(self.fig, moving)
+
+    def png(self, series: dict[str, Sequence[float]]) -> bytes:
+        """Set every series' bars (``{name: values}``) and return the picture as PNG bytes."""
+        largest = 0.0
+        for name, values in series.items():
+            for bar, value in zip(self.bars[name], values):
+                bar.set_height(float(value))
+                largest = max(largest, abs(float(value)))
+        limit = _round_up(1.05 * largest)
+        self.ax.set_ylim(-limit, limit)
+        return self.canvas.png(key=limit)
+
+
+def _round_up(x: float) -> float:
+    """The smallest of 1, 2, 2.5 and 5 times a power of ten that is at least ``x`` (1 for 0).
+
+    >>> [_round_up(v) for v in (0.0, 0.3, 4.2, 8.4, 24.0)]
+    [1.0, 0.5, 5.0, 10.0, 25.0]
+    """
+    if x <= 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(x))
+    return next(m * power for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * power >= x)
