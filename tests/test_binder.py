@@ -131,6 +131,9 @@ def test_overrides_are_real_jupyterlab_settings() -> None:
     styles = overrides["@jupyterlab/codemirror-extension:plugin"]["defaultConfig"]["customStyles"]
     assert set(styles) <= {"fontFamily", "fontSize", "lineHeight"}, styles
     assert isinstance(styles["fontSize"], int) and 14 <= styles["fontSize"] <= 24, styles
+    # widget messages on the kernel's main shell, after the running cell: a panel's hooks never
+    # change in the middle of a cell (TEACHING.md, "Widgets and a running cell")
+    assert overrides["@jupyterlab/apputils-extension:kernels-settings"] == {"commsOverSubshells": "disabled"}
     assert "@jupyterlab/apputils-extension:themes" not in overrides, (
         "theme overrides (font sizes) in overrides.json are ignored by JupyterLab; TEACHING.md says how to set them")
 
@@ -309,6 +312,9 @@ def test_binder_lab_in_a_browser_has_the_classroom_settings(binder_lab: Lab) -> 
               lineNumbers: document.querySelectorAll('.jp-Notebook .jp-CodeCell .cm-lineNumbers').length > 0,
               errors: document.querySelector('.jp-Notebook').innerText.includes('Error displaying')})""")
             assert seen == {"editor": f"{font_size}px", "lineNumbers": True, "errors": False}, seen
+            comms = page.evaluate("""async () => (await window.jupyterapp.serviceManager.settings.fetch(
+              '@jupyterlab/apputils-extension:kernels-settings')).schema.properties.commsOverSubshells.default""")
+            assert comms == "disabled", f"JupyterLab serves commsOverSubshells = {comms!r}"
             page.evaluate("async () => { await window.jupyterapp.commands.execute('application:toggle-presentation-mode'); }")
             assert page.evaluate("() => document.querySelector('#main').classList.contains('jp-mod-presentationMode')")
         finally:
