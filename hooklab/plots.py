@@ -9,7 +9,7 @@ from typing import Any, Hashable, Sequence
 import torch
 from matplotlib.figure import Figure
 
-__all__ = ["DPI", "PX_PER_INCH", "figure", "to_png", "fixed_layout", "LiveCanvas", "feature_grid", "timeline", "show"]
+__all__ = ["DPI", "PX_PER_INCH", "figure", "to_png", "fixed_layout", "round_limit", "LiveCanvas", "feature_grid", "timeline", "show"]
 
 
 #: How wide a notebook shows one inch of a figure, in CSS pixels (what matplotlib's 100 dpi gives).
@@ -47,6 +47,20 @@ def to_png(fig: Figure, compress_level: int = 1) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi="figure", pil_kwargs={"compress_level": compress_level})
     return buf.getvalue()
+
+
+def round_limit(x: float) -> float:
+    """The smallest of 1, 2, 2.5 and 5 times a power of ten that is at least ``x`` (1 for 0): an
+    axis limit that stays put while a live panel's values move a little, so the axes (and a
+    :class:`LiveCanvas` background) are drawn again only when it changes.
+
+    >>> [round_limit(v) for v in (0.0, 0.3, 4.2, 8.4, 24.0)]
+    [1.0, 0.5, 5.0, 10.0, 25.0]
+    """
+    if x <= 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(x))
+    return next(m * power for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * power >= x)
 
 
 class LiveCanvas:

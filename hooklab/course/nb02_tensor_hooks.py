@@ -12,14 +12,13 @@ Clamp the gradient: all 5 checks passed
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
 
 from ..checker import Exercise, Mistake, expect_close, grad_of
-from ..plots import LiveCanvas, figure, fixed_layout
+from ..plots import LiveCanvas, figure, fixed_layout, round_limit
 from .data import tiny_mlp
 
 __all__ = ["clamp_exercise", "log_exercise", "clamp_hook", "log_grad_norms"]
@@ -261,18 +260,6 @@ class LiveBars:
             for bar, value in zip(self.bars[name], values):
                 bar.set_height(float(value))
                 largest = max(largest, abs(float(value)))
-        limit = _round_up(1.05 * largest)
+        limit = round_limit(1.05 * largest)
         self.ax.set_ylim(-limit, limit)
         return self.canvas.png(key=limit)
-
-
-def _round_up(x: float) -> float:
-    """The smallest of 1, 2, 2.5 and 5 times a power of ten that is at least ``x`` (1 for 0).
-
-    >>> [_round_up(v) for v in (0.0, 0.3, 4.2, 8.4, 24.0)]
-    [1.0, 0.5, 5.0, 10.0, 25.0]
-    """
-    if x <= 0:
-        return 1.0
-    power = 10.0 ** math.floor(math.log10(x))
-    return next(m * power for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * power >= x)

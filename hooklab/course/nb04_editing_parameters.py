@@ -38,7 +38,7 @@ from torch.nn import functional as F
 from torch.nn.utils import prune
 
 from ..checker import Exercise, Mistake, made_hook
-from ..plots import fixed_layout
+from ..plots import LiveCanvas, figure, fixed_layout, round_limit
 from ..portable import PerRun, approx
 from .data import fit
 
@@ -135,47 +135,64 @@ def stale_parameters(model: nn.Module, optimizer: torch.optim.Optimizer) -> list
     return [name for name, p in model.named_parameters() if id(p) not in held]
 
 
-def draw_weights_and_output(fig: Any, weight: torch.Tensor, output: torch.Tensor, reference: torch.Tensor,
-                            limit: float | None = None) -> Any:
+class LiveWeights:
     """The live lab's picture: the weight matrix as an image (zeros white, positive red, negative
     blue) beside the layer's output as bars, with the original output as grey marks.
 
-    ``limit`` fixes the colour scale (default: the largest absolute weight), so that pictures
-    drawn at different slider positions can be compared. The figure is laid out by hand (no
-    layout engine, no colour bar), which keeps a live panel's update fast.
+    ``limit`` fixes the colour scale (default: the largest absolute weight of ``weight``), so that
+    pictures drawn at different slider positions can be compared. Built once; :meth:`png` puts in
+    a new weight and output and redraws only what changes (:class:`hooklab.plots.LiveCanvas`). The
+    output axis runs from -L to L, L a round number above every bar and mark.
 
-    >>> from hooklab.plots import figure
-    >>> fig = draw_weights_and_output(figure(), torch.eye(3), torch.ones(3), torch.zeros(3))
-    >>> [ax.get_title() for ax in fig.axes]
-    ['weight (6 of 9 are 0)', 'output: now (blue), original (grey)']
+    >>> w = torch.tensor([[0.0, 1.0], [-1.0, 0.0], [0.5, 0.0]])
+    >>> live = LiveWeights(w, reference=torch.zeros(3), limit=1.0)
+    >>> live.png(w, torch.ones(3))[:4], live.title.get_text(), live.ax_o.get_title()
+    (b'\\x89PNG', 'weight (3 of 6 are 0)', 'output: now (blue), original (grey)')
     """
-    w = weight.detach().float().cpu()
-    out = output.detach().float().cpu().flatten()
-    ref = reference.detach().float().cpu().flatten()
-    vmax = float(limit) if limit is not None else max(float(w.abs().max()), 1e-8)
-    fixed_layout(fig, bottom=0.16, top=0.88, wspace=0.25)
-    ax_w, ax_o = fig.subplots(1, 2, width_ratios=[1.0, 1.4])
-    ax_w.imshow(w.numpy(), cmap="RdBu_r", vmin=-vmax, vmax=vmax)
-    ax_w.set_title(f"weight ({int((w == 0).sum())} of {w.numel()} are 0)", fontsize=9)
-    ax_w.set_xlabel("input", fontsize=8)
-    ax_w.set_ylabel("output unit", fontsize=8)
-    ax_w.tick_params(labelsize=7)
-    index = range(len(out))
-    ax_o.vlines(index, 0, out.tolist(), color="#4c72b0", linewidth=7)
-    ax_o.plot(index, ref.tolist(), linestyle="none", marker="_", markersize=14, color="#555")
-    ax_o.axhline(0, color="#444", linewidth=0.6)
-    bound = max(float(ref.abs().max()), float(out.abs().max()), 1e-8) * 1.15
-    ax_o.set_ylim(-bound, bound)
-    ax_o.set_title("output: now (blue), original (grey)", fontsize=9)
-    ax_o.set_xlabel("output unit", fontsize=8)
-    ax_o.tick_params(labelsize=7)
-    # few, fixed ticks: building tick labels is most of the drawing time
-    rows, cols = w.shape if w.dim() == 2 else (len(w), 1)
-    ax_w.set_xticks(sorted({0, cols - 1}))
-    ax_w.set_yticks(sorted({0, rows - 1}))
-    ax_o.set_xticks(sorted({0, len(out) - 1}))
-    ax_o.set_yticks([-round(bound * 0.8, 2), 0.0, round(bound * 0.8, 2)])
-    return fig
+
+    def __init__(self, weight: torch.Tensor, reference: torch.Tensor, *, limit: float | None = None,
+                 figsize: tuple[float, float] = (7.0, 2.6)) -> None:
+        w = weight.detach().float().cpu()
+        self.reference = reference.detach().float().cpu().flatten()
+        vmax = float(limit) if limit is not None else max(float(w.abs().max()), 1e-8)
+        self.fig = fixed_layout(figure(figsize), bottom=0.16, top=0.88, wspace=0.25)
+        self.ax_w, self.ax_o = self.fig.subplots(1, 2, width_ratios=[1.0, 1.4])
+        self.image = self.ax_w.imshow(w.numpy(), cmap="RdBu_r", vmin=-vmax, vmax=vmax)
+        # a text at a fixed place, not set_title(): a title is placed by measuring the axes at each full draw
+        self.title = self.ax_w.text(0.5, 1.04, " ", transform=self.ax_w.transAxes, ha="center", fontsize=9)
+        self.ax_w.set_xlabel("input", fontsize=8)
+        self.ax_w.set_ylabel("output unit", fontsize=8)
+        self.ax_w.tick_params(labelsize=7)
+        index = range(len(self.reference))
+        self.bars = self.ax_o.vlines(index, 0, [0.0] * len(index), color="#4c72b0", linewidth=7)
+        marks, = self.ax_o.plot(index, self.reference.tolist(), linestyle="none", marker="_", markersize=14,
+                                color="#555")
+        zero = self.ax_o.axhline(0, color="#444", linewidth=0.6)
+        self.ax_o.set_title("output: now (blue), original (grey)", fontsize=9)
+        self.ax_o.set_xlabel("output unit", fontsize=8)
+        self.ax_o.tick_params(labelsize=7)
+        # few, fixed ticks: building tick labels is most of the drawing time
+        rows, cols = w.shape if w.dim() == 2 else (len(w), 1)
+        self.ax_w.set_xticks(sorted({0, cols - 1}))
+        self.ax_w.set_yticks(sorted({0, rows - 1}))
+        self.ax_o.set_xticks(sorted({0, len(index) - 1}))
+        # what a full draw puts over the moving parts must move with them: the marks and zero line
+        # over the bars, the spines over the image and the lines
+        moving = [self.image, self.title, self.bars, marks, zero,
+                  *self.ax_w.spines.values(), *self.ax_o.spines.values()]
+        self.canvas = LiveCanvas(self.fig, moving)
+
+    def png(self, weight: torch.Tensor, output: torch.Tensor) -> bytes:
+        """The picture for this weight matrix and this output, as PNG bytes."""
+        w = weight.detach().float().cpu()
+        out = output.detach().float().cpu().flatten()
+        self.image.set_data(w.numpy())
+        self.title.set_text(f"weight ({int((w == 0).sum())} of {w.numel()} are 0)")
+        self.bars.set_segments([[(i, 0.0), (i, v)] for i, v in enumerate(out.tolist())])
+        bound = round_limit(max(float(self.reference.abs().max()), float(out.abs().max()), 1e-8) * 1.1)
+        self.ax_o.set_ylim(-bound, bound)
+        self.ax_o.set_yticks([-bound / 2, 0.0, bound / 2])
+        return self.canvas.png(key=bound)
 
 
 # -------------------------------------------------------------------- exercises
