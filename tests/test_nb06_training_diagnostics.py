@@ -139,14 +139,29 @@ def test_plots_draw():
         diag.plot_colorful(fig.add_subplot(), diag.LayerStats("x"))
 
 
-def test_plot_lab_is_cheap_and_labelled():
-    r = diag.run("tiny", 0.006, steps=30, n_train=960, n_test=32)
-    fig = diag.plot_lab(figure((6.4, 1.9)), r, layer="relu1")
-    assert fig.get_layout_engine() is None  # the constrained layout costs more than the drawing
-    assert [ax.texts[0].get_text() for ax in fig.axes] == ["relu1: histogram per step", "log10 of the gradient norm"]
-    assert fig.axes[0].images[0].get_interpolation() == "nearest"
-    assert len(fig.axes[1].lines) == 4
-    assert to_png(fig)[:4] == b"\x89PNG"
+def test_lab_picture_is_labelled_and_equals_a_full_draw():
+    """Redrawn over a kept background, each picture must be what a full draw gives, pixel for
+    pixel: for another layer, another run, and a run whose gradient range needs new axes."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    def pixels(png: bytes) -> np.ndarray:
+        return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+
+    tiny = diag.run("tiny", 0.006, steps=30, n_train=960, n_test=32)
+    good = diag.run("kaiming", 0.006, steps=30, n_train=960, n_test=32)
+    picture = diag.LabPicture(steps=30, layers=list(tiny.grads.norms))
+    assert picture.fig.get_layout_engine() is None  # the constrained layout costs more than the drawing
+    assert picture.image.get_interpolation() == "nearest" and len(picture.grad_ax.lines) == 4
+    for run, layer in ((tiny, "relu1"), (tiny, "relu3"), (good, "relu3"), (tiny, "relu1")):
+        fast = picture.png(run, layer)
+        assert np.array_equal(pixels(fast), pixels(to_png(picture.fig))), f"{run.label} {layer}: the pictures differ"
+    assert [t.get_text() for t in picture.titles] == ["relu1: histogram per step", "log10 of the gradient norm"]
+    assert picture.canvas.full_draws == 2  # the two runs' gradients span different powers of ten
+    with pytest.raises(ValueError, match="built for 20 steps; the run has 30"):
+        diag.LabPicture(steps=20, layers=["conv1"]).png(tiny, "relu1")
 
 
 def test_summary_keeps_small_gradient_norms_visible():

@@ -44,7 +44,7 @@ from torch import nn
 from .._table import Table
 from ..checker import Exercise, Mistake, grad_of, made_hook
 from ..hooks import HookOwner, Hooks
-from ..plots import fixed_layout
+from ..plots import LiveCanvas, figure, fixed_layout
 from ..portable import approx
 from ..selection import select
 
@@ -400,35 +400,57 @@ def plot_runs(fig: Any, runs: Sequence[Run], layer: str = "relu3", hist_max: flo
     return fig
 
 
-def plot_lab(fig: Any, run: Run, layer: str = "relu3") -> Any:
-    """The live lab's plot, kept cheap enough to redraw on every change (two panels, no layout
-    engine, fixed ticks, no log axis): ``layer``'s colorful dimension, and log10 of each layer's
-    weight-gradient norm over the steps (a norm of exactly 0 leaves a gap).
+class LabPicture:
+    """The live lab's picture, built once and redrawn fast on every change
+    (:class:`hooklab.plots.LiveCanvas`): a layer's colorful dimension (as :func:`plot_colorful`)
+    and log10 of each layer's weight-gradient norm over the steps (a norm of exactly 0 leaves a
+    gap). The gradient axis runs between whole powers of ten around the run's norms.
 
-    >>> from hooklab.plots import figure
     >>> r = run(steps=2, n_train=64, n_test=32)
-    >>> [ax.texts[0].get_text() for ax in plot_lab(figure((6.4, 1.9)), r, "relu2").axes]
-    ['relu2: histogram per step', 'log10 of the gradient norm']
+    >>> picture = LabPicture(steps=2, layers=list(r.grads.norms))
+    >>> picture.png(r, "relu2")[:4], [t.get_text() for t in picture.titles]
+    (b'\\x89PNG', ['relu2: histogram per step', 'log10 of the gradient norm'])
     """
-    _fixed_layout(fig, left=0.05, right=0.99, top=0.86, bottom=0.14, wspace=0.15)
-    hist_ax, grad_ax = fig.subplots(1, 2)
-    steps = len(run.losses)
-    plot_colorful(hist_ax, run.stats[layer], run.stats.hist_max, title=" ")
-    hist_ax.set_ylabel("")
-    hist_ax.set_yticks([0, run.stats.hist_max / 2, run.stats.hist_max])
-    for i, (name, values) in enumerate(run.grads.norms.items()):
-        grad_ax.plot([math.log10(v) if v > 0 else float("nan") for v in values],
-                     color=_COLORS[i % len(_COLORS)], lw=1, label=name)
-    grad_ax.set_xlim(0, steps)
-    grad_ax.legend(fontsize=7, loc="lower right", ncols=2, handlelength=1, columnspacing=0.8)
-    titles = (f"{layer}: histogram per step", "log10 of the gradient norm")
-    for ax, title in zip((hist_ax, grad_ax), titles):
-        ax.set_title("")  # a title is placed by measuring the axes; a text at a fixed place is cheaper
-        ax.text(0.5, 1.04, title, transform=ax.transAxes, ha="center", fontsize=9)
-        ax.set_xticks([0, steps // 2, steps])
-        ax.set_xlabel("")
-        ax.tick_params(labelsize=7)
-    return fig
+
+    def __init__(self, steps: int, layers: Sequence[str], *, hist_max: float = 4.0, bins: int = 40,
+                 figsize: tuple[float, float] = (6.4, 1.9)) -> None:
+        self.steps = steps
+        self.fig = fixed_layout(figure(figsize), left=0.05, right=0.99, top=0.86, bottom=0.14, wspace=0.15)
+        hist_ax, self.grad_ax = self.fig.subplots(1, 2)
+        self.image = hist_ax.imshow(torch.zeros(bins, steps).numpy(), origin="lower", aspect="auto", cmap="viridis",
+                                    extent=(0, steps, 0, hist_max), interpolation="nearest")
+        hist_ax.set_yticks([0, hist_max / 2, hist_max])
+        self.lines = {name: self.grad_ax.plot([], [], color=_COLORS[i % len(_COLORS)], lw=1, label=name)[0]
+                      for i, name in enumerate(layers)}
+        self.grad_ax.set_xlim(0, steps)
+        legend = self.grad_ax.legend(fontsize=7, loc="lower right", ncols=2, handlelength=1, columnspacing=0.8)
+        # titles as texts at a fixed place: set_title() places a title by measuring the axes
+        self.titles = [ax.text(0.5, 1.04, title, transform=ax.transAxes, ha="center", fontsize=9)
+                       for ax, title in ((hist_ax, " "), (self.grad_ax, "log10 of the gradient norm"))]
+        for ax in (hist_ax, self.grad_ax):
+            ax.set_xticks([0, steps // 2, steps])
+            ax.tick_params(labelsize=7)
+        # what a full draw puts over the moving parts moves with them: the legend, the spines
+        self.canvas = LiveCanvas(self.fig, [self.image, self.titles[0], *self.lines.values(), legend,
+                                            *hist_ax.spines.values(), *self.grad_ax.spines.values()])
+
+    def png(self, run: Run, layer: str = "relu3") -> bytes:
+        """``run``'s picture with ``layer``'s histograms, as PNG bytes."""
+        stats = run.stats[layer]
+        if len(stats.hist) != self.steps:
+            raise ValueError(f"the picture was built for {self.steps} steps; the run has {len(stats.hist)}.")
+        h = torch.tensor(stats.hist).T.log1p()
+        self.image.set_data(h.numpy())
+        self.image.set_clim(float(h.min()), float(h.max()))
+        self.titles[0].set_text(f"{layer}: histogram per step")
+        finite = []
+        for name, line in self.lines.items():
+            logs = [math.log10(v) if v > 0 else float("nan") for v in run.grads.norms[name]]
+            line.set_data(range(len(logs)), logs)
+            finite += [v for v in logs if math.isfinite(v)]
+        low, high = (math.floor(min(finite)), math.ceil(max(finite))) if finite else (-1, 1)
+        self.grad_ax.set_ylim(low, high if high > low else low + 1)
+        return self.canvas.png(key=(low, high))
 
 
 # -------------------------------------------------------------------- exercises
