@@ -56,6 +56,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._threads import threads as torch_threads
 from .hooks import Hooks, Registration
 from .inspection import count_hooks
 from .portable import PerRun
@@ -452,17 +453,13 @@ def sum_target(output: Any) -> torch.Tensor:
 def _running(threads: int | None) -> Iterator[None]:
     """PyTorch set up for one of explore's passes: ``threads`` threads, and the fused transformer
     fast path off (it skips submodules and their hooks); both restored afterwards."""
-    old_threads = torch.get_num_threads()
     fast = torch.backends.mha.get_fastpath_enabled()
-    if threads is not None and threads != old_threads:
-        torch.set_num_threads(threads)
     torch.backends.mha.set_fastpath_enabled(False)
     try:
-        yield
+        with torch_threads(threads):  # off the main thread: one thread (hooklab._threads)
+            yield
     finally:
         torch.backends.mha.set_fastpath_enabled(fast)
-        if torch.get_num_threads() != old_threads:
-            torch.set_num_threads(old_threads)
 
 
 # ---------------------------------------------------------------------- the panel

@@ -26,11 +26,13 @@ import contextlib
 import fnmatch
 import html
 import re
+import threading
 import time
 from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence, Union
 
 import ipywidgets as W
 
+from ._threads import one_thread_off_main
 from .hooks import Hooks
 from .portable import PerRun
 
@@ -165,6 +167,9 @@ class Panel(W.VBox):
         #: True while a change is computed (the status line says "updating…" meanwhile)
         self.busy = False
         self._busy_depth = 0
+        # one update at a time: a click that JupyterLab runs in a kernel subshell and a cell's
+        # panel.set() may otherwise change the hooks and the picture together
+        self._lock = threading.RLock()
         self._body = ""  # the view's HTML without its wrapper (the stored snapshot shows it)
         self._start: dict[str, Any] = {}  # each control's value when it was added: reset() goes back to it
         self._pending: list[str | None] | None = None  # inside set(): what changed, applied once at the end
@@ -311,17 +316,19 @@ class Panel(W.VBox):
     def _working(self) -> Iterator[None]:
         """Show the busy state (status line "updating…", ``panel.busy``) while a change is computed.
         The status widget's new value goes to the page before the work starts."""
-        if self._busy_depth == 0:
-            self.busy = True
-            self.status.value = BUSY_HTML
-        self._busy_depth += 1
-        try:
-            yield
-        finally:
-            self._busy_depth -= 1
+        one_thread_off_main()  # a click in a kernel subshell: one PyTorch thread there (hooklab._threads)
+        with self._lock:
             if self._busy_depth == 0:
-                self.busy = False
-                self.status.value = ""
+                self.busy = True
+                self.status.value = BUSY_HTML
+            self._busy_depth += 1
+            try:
+                yield
+            finally:
+                self._busy_depth -= 1
+                if self._busy_depth == 0:
+                    self.busy = False
+                    self.status.value = ""
 
     @contextlib.contextmanager
     def _silenced(self) -> Iterator[None]:
@@ -384,6 +391,11 @@ class Panel(W.VBox):
 
     def refresh(self) -> None:
         """Rebuild the view from ``render`` (and ``plot``)."""
+        one_thread_off_main()
+        with self._lock:
+            self._refresh()
+
+    def _refresh(self) -> None:
         self._stale = False
         start = time.perf_counter()
         try:
@@ -417,6 +429,10 @@ class Panel(W.VBox):
         unknown = [name for name in values if name not in self._toggles and name not in self._inputs]
         if unknown:
             raise KeyError(f"this panel has no control {unknown[0]!r}; it has {list(self.values)}.")
+        with self._lock:  # a click arriving meanwhile (in a kernel subshell) waits
+            return self._set(values)
+
+    def _set(self, values: dict[str, Any]) -> dict[str, Any]:
         self._pending = []
         try:
             for name, value in values.items():

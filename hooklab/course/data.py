@@ -5,13 +5,12 @@ Everything offline, nothing downloaded.
 
 from __future__ import annotations
 
-import os
-import threading
-from contextlib import contextmanager
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Callable, Iterable, TypeVar
 
 import torch
 from torch import nn
+
+from .._threads import threads  # noqa: F401  (one place for it; the notebooks import it from here)
 
 __all__ = ["seeded", "tiny_mlp", "fit", "sample_photo", "threads", "IMAGENET_MEAN", "IMAGENET_STD"]
 
@@ -88,36 +87,6 @@ def fit(model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[..
         optimizer.step()
         losses.append(loss.item())
     return losses
-
-
-@contextmanager
-def threads(n: int | None) -> Iterator[None]:
-    """Run the block with ``n`` PyTorch CPU threads (``None``: leave the setting alone), then
-    restore the previous number. ``n`` is capped at the machine's CPU count.
-
-    A fixed number of threads makes float sums add up in the same order on every run. Off the
-    process's main thread (a widget callback that JupyterLab hands to a kernel *subshell*, a
-    thread of its own) the block runs with one thread, and that thread stays at one: setting more
-    than one thread from a second thread makes every later parallel PyTorch call of the whole
-    process, the main thread's too, about 2.5 times slower (measured with this machine's OpenMP,
-    libgomp; a default-threaded call from a second thread does not do it).
-
-    >>> with threads(1):
-    ...     torch.get_num_threads()
-    1
-    """
-    before = torch.get_num_threads()
-    if threading.current_thread() is not threading.main_thread():
-        if before != 1:
-            torch.set_num_threads(1)
-        yield
-        return
-    if n is not None:
-        torch.set_num_threads(max(1, min(n, os.cpu_count() or 1)))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def sample_photo(size: int = 224) -> torch.Tensor:

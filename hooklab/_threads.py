@@ -1,0 +1,61 @@
+"""How many PyTorch CPU threads hooklab's work uses, on the process's main thread and off it.
+
+JupyterLab 4.4+ hands widget messages to a kernel *subshell* when the kernel offers them
+(ipykernel 7 does): a live panel's callback then runs in a thread of its own that lives as long as
+the kernel. PyTorch work on more than one thread from such a second thread makes every later
+parallel PyTorch call of the whole process, the main thread's too, about twice as slow (this
+machine's OpenMP, libgomp; ``python3 dev.py bench`` measures it). So off the main thread, hooklab
+keeps the thread at one PyTorch thread, for good.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+import torch
+
+__all__ = ["off_main_thread", "one_thread_off_main", "threads"]
+
+
+def off_main_thread() -> bool:
+    """True in any thread but the process's main thread (a kernel subshell, a worker thread)."""
+    return threading.current_thread() is not threading.main_thread()
+
+
+def one_thread_off_main() -> None:
+    """Off the main thread, set this thread to one PyTorch thread (it stays so); on it, nothing.
+
+    Threads started afterwards begin with one thread too (PyTorch's default for a new thread
+    follows the last setting); the main thread keeps its own.
+    """
+    if off_main_thread() and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
+@contextmanager
+def threads(n: int | None) -> Iterator[None]:
+    """Run the block with ``n`` PyTorch CPU threads (``None``: leave the setting alone), capped at
+    the machine's CPU count, then restore the previous number. Off the main thread, whatever ``n``
+    says: one thread, kept after the block (:func:`one_thread_off_main`).
+
+    A fixed number of threads makes float sums add up in the same order on every run.
+
+    >>> with threads(1):
+    ...     torch.get_num_threads()
+    1
+    """
+    if off_main_thread():
+        one_thread_off_main()
+        yield
+        return
+    before = torch.get_num_threads()
+    if n is not None and n != before:
+        torch.set_num_threads(max(1, min(n, os.cpu_count() or 1)))
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
