@@ -57,6 +57,8 @@ def round_limit(x: float) -> float:
     >>> [round_limit(v) for v in (0.0, 0.3, 4.2, 8.4, 24.0)]
     [1.0, 0.5, 5.0, 10.0, 25.0]
     """
+    if not math.isfinite(x):
+        raise ValueError(f"no axis limit fits {x}: the values to show must be finite.")
     if x <= 0:
         return 1.0
     power = 10.0 ** math.floor(math.log10(x))
@@ -69,10 +71,11 @@ class LiveCanvas:
     The figure is drawn in full once per ``key`` (what its still parts depend on, such as the axis
     limits) with the ``moving`` artists hidden, and that picture is kept (the last ``keep`` of
     them). Each :meth:`png` restores the picture for its key, draws only the moving artists on top,
-    in their ``zorder`` (as a full draw orders them), and encodes the PNG: a few milliseconds
-    instead of a full draw. A still artist drawn above a moving one in a full draw (an axis spine
-    over a line) must be in ``moving`` too, or the picture differs there. Change the moving
-    artists' data (and whatever ``key`` stands for) before calling it.
+    in their ``zorder`` (as a full draw orders them within one Axes; axes that overlap, such as
+    twins or insets, are not ordered), and encodes the PNG: a few milliseconds instead of a full
+    draw. A still artist drawn above a moving one in a full draw (an axis spine over a line; grid
+    lines, under a style that puts them above) must be in ``moving`` too, or the picture differs
+    there. Change the moving artists' data (and whatever ``key`` stands for) before calling it.
 
     >>> fig = fixed_layout(figure((3, 2)))
     >>> ax = fig.add_subplot()

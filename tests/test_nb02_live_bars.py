@@ -50,7 +50,7 @@ def test_a_redrawn_picture_equals_a_full_draw_of_the_same_state():
         fast = bars.png(state)
         full = hooklab.plots.to_png(bars.fig)
         assert np.array_equal(pixels(fast), pixels(full)), f"the redrawn picture differs for {state}"
-    assert bars.canvas.full_draws == 2  # limits 10 and 25; the last state reused the first background
+    assert bars.canvas.full_draws == 2  # limits 10 and 50; the last state reused the first background
 
 
 def test_an_update_redraws_only_the_bars_and_is_fast():

@@ -12,6 +12,7 @@ Clamp the gradient: all 5 checks passed
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Sequence
 
 import torch
@@ -254,12 +255,15 @@ class LiveBars:
         self.canvas = LiveCanvas(self.fig, moving)
 
     def png(self, series: dict[str, Sequence[float]]) -> bytes:
-        """Set every series' bars (``{name: values}``) and return the picture as PNG bytes."""
+        """Set every series' bars (``{name: values}``; a series left out keeps its bars, and the
+        axis is fitted to the series given) and return the picture as PNG bytes. Values that are
+        not finite are drawn as they are and left out of the axis range."""
         largest = 0.0
         for name, values in series.items():
             for bar, value in zip(self.bars[name], values):
                 bar.set_height(float(value))
-                largest = max(largest, abs(float(value)))
+                if math.isfinite(float(value)):
+                    largest = max(largest, abs(float(value)))
         limit = round_limit(1.05 * largest)
         self.ax.set_ylim(-limit, limit)
         return self.canvas.png(key=limit)

@@ -414,7 +414,7 @@ class LabPicture:
 
     def __init__(self, steps: int, layers: Sequence[str], *, hist_max: float = 4.0, bins: int = 40,
                  figsize: tuple[float, float] = (6.4, 1.9)) -> None:
-        self.steps = steps
+        self.steps, self.hist_max, self.bins = steps, hist_max, bins
         self.fig = fixed_layout(figure(figsize), left=0.05, right=0.99, top=0.86, bottom=0.14, wspace=0.15)
         hist_ax, self.grad_ax = self.fig.subplots(1, 2)
         self.image = hist_ax.imshow(torch.zeros(bins, steps).numpy(), origin="lower", aspect="auto", cmap="viridis",
@@ -439,6 +439,9 @@ class LabPicture:
         stats = run.stats[layer]
         if len(stats.hist) != self.steps:
             raise ValueError(f"the picture was built for {self.steps} steps; the run has {len(stats.hist)}.")
+        if (run.stats.hist_max, run.stats.bins) != (self.hist_max, self.bins):
+            raise ValueError(f"the picture was built for {self.bins} bins up to {self.hist_max}; the run's histograms "
+                             f"have {run.stats.bins} up to {run.stats.hist_max}: build it with those.")
         h = torch.tensor(stats.hist).T.log1p()
         self.image.set_data(h.numpy())
         self.image.set_clim(float(h.min()), float(h.max()))
