@@ -415,7 +415,7 @@ class LabPicture:
     def __init__(self, steps: int, layers: Sequence[str], *, hist_max: float = 4.0, bins: int = 40,
                  figsize: tuple[float, float] = (6.4, 1.9)) -> None:
         self.steps, self.hist_max, self.bins = steps, hist_max, bins
-        self.fig = fixed_layout(figure(figsize), left=0.05, right=0.99, top=0.86, bottom=0.14, wspace=0.15)
+        self.fig = fixed_layout(figure(figsize), left=0.05, right=0.97, top=0.86, bottom=0.14, wspace=0.17)
         hist_ax, self.grad_ax = self.fig.subplots(1, 2)
         self.image = hist_ax.imshow(torch.zeros(bins, steps).numpy(), origin="lower", aspect="auto", cmap="viridis",
                                     extent=(0, steps, 0, hist_max), interpolation="nearest")
