@@ -4,10 +4,10 @@ Built on the browser test's harness (tests/browser.py): JupyterLab on 127.0.0.1 
 Chromium driven by playwright. Each notebook is opened and run (Run All); then each live panel is
 scrolled into view and left for ``SETTLE_MS`` (a person looks at a panel before using it; a click
 on a control off the screen would also time the drawing of the cells it scrolls in: about 50 ms
-more for 02's and 04's first click), and every control is used as a person uses it: each checkbox ticked and unticked, each slider
-moved to an end with the keyboard and back (End/Home), each dropdown through its options (at most
-``MAX_OPTIONS`` of them, spread from first to last) and back to where it was. Text boxes are left
-alone.
+more for 02's and 04's first click), and every control is used as a person uses it: each checkbox
+ticked and unticked, each slider moved to an end with the keyboard and back (End/Home), each
+dropdown through its options (at most ``MAX_OPTIONS`` of them, spread from first to last) and back
+to where it was. Text boxes are left alone.
 
 Each change is timed in the page, from the input event (the click, the key, the pick: the last
 one before the new view) to the moment the panel's view shows the next update count (its HTML

@@ -9,7 +9,8 @@ from typing import Any, Hashable, Sequence
 import torch
 from matplotlib.figure import Figure
 
-__all__ = ["DPI", "PX_PER_INCH", "figure", "to_png", "fixed_layout", "round_limit", "LiveCanvas", "feature_grid", "timeline", "show"]
+__all__ = ["DPI", "PX_PER_INCH", "figure", "to_png", "fixed_layout", "round_limit", "LiveCanvas", "feature_grid",
+           "timeline", "show"]
 
 
 #: How wide a notebook shows one inch of a figure, in CSS pixels (what matplotlib's 100 dpi gives).
