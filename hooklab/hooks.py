@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
+from .compiled import is_scripted
 from ._signature import (BackwardHook, BackwardPreHook, ForwardHook, ForwardPreHook, HookKind, PostAccumulateGradHook,
                          TensorHook, check_hook_signature, check_kind, function_name)
 
@@ -287,6 +288,15 @@ def _check_module(kind: str, target: Any) -> None:
                         "gradient use hooks.tensor(tensor, fn).")
     if not isinstance(target, nn.Module):
         raise TypeError(f"a {kind} hook goes on an nn.Module, got {type(target).__name__}.")
+    check_hookable_module(target)
+
+
+def check_hookable_module(target: nn.Module) -> None:
+    """PyTorch refuses hooks on a TorchScript module with a message that does not say what to do."""
+    if is_scripted(target):
+        raise TypeError("this is a TorchScript module (what torch.jit.script or torch.jit.trace returns): PyTorch "
+                        "runs its compiled graph and takes no Python hooks on it. Register the hook on the Python "
+                        "module you scripted instead (hooks first; script it afterwards, if at all).")
 
 
 def _check_tensor(kind: str, target: Any) -> None:

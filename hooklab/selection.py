@@ -16,6 +16,8 @@ from typing import Callable
 
 from torch import nn
 
+from .compiled import check_hookable
+
 __all__ = ["select", "module", "module_names"]
 
 _GLOB_CHARS = set("*?[")
@@ -66,12 +68,12 @@ def select(
     """Modules of ``model`` as ``{name: module}``, in ``named_modules()`` order.
 
     Args:
-        patterns: exact names (``"layer1.0.conv1"``) or globs (``"layer*.conv1"``, ``"*conv*"``).
-            With none, every module matches. An exact name that does not exist, or a glob that
+        patterns: exact names (``"layer1.0.conv1"``; ``""`` is the model itself) or globs
+            (``"layer*.conv1"``, ``"*conv*"``). With none, every module matches. An exact name that does not exist, or a glob that
             matches nothing, raises ``KeyError`` listing the closest real names.
         type: keep only modules of this type (or tuple of types).
         where: keep only modules for which ``where(name, module)`` is true.
-        leaves: keep only modules without children.
+        leaves: keep only modules without children (a model without children is its own leaf).
         include_root: include the model itself (named ``""``) when no pattern is given.
 
     >>> import torch.nn as nn, hooklab
@@ -80,6 +82,7 @@ def select(
     ['0', '2']
     """
     _check_model(model)
+    check_hookable(model, "select")
     named = list(model.named_modules())
     names = [n for n, _ in named if n]
     if patterns:
@@ -94,14 +97,15 @@ def select(
                     raise KeyError(f"no module of {model.__class__.__name__} matches {pattern!r}. "
                                    f"Closest names: {_closest(pattern.replace('*', ''), names)}.")
                 chosen.update(hits)
-            elif pattern in names:
+            elif pattern in names or pattern == "":  # "": the model itself
                 chosen.add(pattern)
             else:
                 raise KeyError(f"{model.__class__.__name__} has no module named {pattern!r}. "
                                f"Closest names: {_closest(pattern, names)}.")
         keep = [(n, m) for n, m in named if n in chosen]
-    else:
-        keep = [(n, m) for n, m in named if n or include_root]
+    else:  # every module; the model itself too if asked, or if it is the only leaf there is
+        root_too = include_root or (leaves and next(model.children(), None) is None)
+        keep = [(n, m) for n, m in named if n or root_too]
     if type is not None:
         keep = [(n, m) for n, m in keep if isinstance(m, type)]
     if leaves:

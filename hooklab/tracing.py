@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import html
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
@@ -18,6 +19,7 @@ from torch import nn
 
 from ._signature import HookKind
 from ._table import Table
+from .compiled import unwrap
 from .hooks import Hooks
 from .selection import select
 
@@ -57,9 +59,11 @@ class Event:
 class Trace(Sequence[Event]):
     """The ordered events of a traced pass; prints as a table (HTML in a notebook)."""
 
-    def __init__(self, events: list[Event], output: Any = None) -> None:
+    def __init__(self, events: list[Event], output: Any = None, note: str | None = None) -> None:
         self.events = events
         self.output = output
+        #: what was traced instead of the model as given (a compiled model's eager module), if anything
+        self.note = note
 
     def __getitem__(self, i):
         return self.events[i]
@@ -73,19 +77,22 @@ class Trace(Sequence[Event]):
     def filter(self, kind: str | None = None, phase: str | None = None, module: str | None = None) -> "Trace":
         """The events of one kind, phase and/or module."""
         return Trace([e for e in self.events if (kind is None or e.kind == kind)
-                      and (phase is None or e.phase == phase) and (module is None or e.module == module)], self.output)
+                      and (phase is None or e.phase == phase) and (module is None or e.module == module)], self.output,
+                     self.note)
 
     def table(self) -> Table:
         return Table(["step", "phase", "hook", "module", "type", "shapes"],
                      [[e.step, e.phase, e.kind, e.module, e.type, e.shapes] for e in self.events])
 
     def __str__(self) -> str:
-        return self.table().to_text()
+        text = self.table().to_text()
+        return f"Note: {self.note}\n{text}" if self.note else text
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        return self.table().to_html()
+        note = f"<p>Note: {html.escape(self.note)}</p>" if self.note else ""
+        return note + self.table().to_html()
 
 
 def trace(
@@ -106,11 +113,16 @@ def trace(
         include_root: also trace the model itself (shown as ``(model)``).
         kinds: which hook kinds to attach.
 
+    A compiled model (``torch.compile``) is traced through its eager module, ``model._orig_mod``
+    (hooks inside a compiled model do not run), and the trace's ``note`` says so; a TorchScript
+    module raises ``TypeError``.
+
     Every hook is removed before this returns, also when the pass raises. Full backward hooks do
     not work on a module whose output is then changed in place (``ReLU(inplace=True)``): tracing
     such a model with ``backward=True`` raises PyTorch's ``RuntimeError``; trace fewer modules
     with ``patterns=`` or turn ``inplace`` off.
     """
+    model, note = unwrap(model, "trace")
     modules = select(model, *patterns, include_root=include_root and not patterns)
     events: list[Event] = []
 
@@ -138,4 +150,4 @@ def trace(
                 # expected here: the first module's input does not require grad
                 warnings.filterwarnings("ignore", message="Full backward hook is firing")
                 value.backward()
-    return Trace(events, output.detach() if isinstance(output, torch.Tensor) else output)
+    return Trace(events, output.detach() if isinstance(output, torch.Tensor) else output, note)
