@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import math
 import time
@@ -56,9 +57,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._threads import threads as torch_threads
+from .compiled import unwrap
 from .hooks import Hooks, Registration
 from .inspection import count_hooks
+from .nested import describe, map_tensors, tensors_in, unreachable
 from .portable import PerRun
+from .progress import Progress
+from .recording import watch_calls
 from .widgets import Panel, filter_options
 
 __all__ = ["explore", "Explorer", "Summary", "tensors_in", "describe", "map_tensors", "InterventionError"]
@@ -71,102 +76,8 @@ _BINS = 40
 _MAPS = 16
 _TILE = 40  # feature maps are stored at most this many pixels a side (the picture shows them smaller)
 _VALUES = 256
+_HISTOGRAM_VALUES = 1 << 16  # a larger output's histogram counts an evenly spaced sample of this size at most
 _CACHE = 64  # intervened views kept
-
-
-# ---------------------------------------------------------------------- structured outputs
-def _is_dataclass(value: Any) -> bool:
-    return dataclasses.is_dataclass(value) and not isinstance(value, type)
-
-
-def _children(value: Any) -> list[tuple[str, str, Any]] | None:
-    """``[(path suffix, label, child)]`` of a container output, or ``None`` for anything else."""
-    if _is_dataclass(value):
-        return [(f".{f.name}", f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
-    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple (PackedSequence, ...)
-        return [(f".{n}", n, v) for n, v in zip(value._fields, value)]
-    if isinstance(value, (tuple, list)):
-        return [(f"[{i}]", "", v) for i, v in enumerate(value)]
-    if isinstance(value, dict):
-        return [(f"[{k!r}]", str(k), v) for k, v in value.items()]
-    return None
-
-
-def tensors_in(output: Any, path: str = "output") -> list[tuple[str, torch.Tensor]]:
-    """Every tensor inside ``output`` (tuples, lists, dicts, namedtuples, dataclasses), depth
-    first, with the path that reaches it.
-
-    >>> import torch
-    >>> out, (h, c) = torch.zeros(5, 1, 3), (torch.zeros(1, 1, 3), torch.zeros(1, 1, 3))
-    >>> [p for p, _ in tensors_in((out, (h, c)))]
-    ['output[0]', 'output[1][0]', 'output[1][1]']
-    >>> [p for p, _ in tensors_in({"logits": out, "mask": None})]
-    ["output['logits']"]
-    """
-    if isinstance(output, torch.Tensor):
-        return [(path, output)]
-    found: list[tuple[str, torch.Tensor]] = []
-    for suffix, _, child in _children(output) or []:
-        found += tensors_in(child, path + suffix)
-    return found
-
-
-def describe(output: Any) -> str:
-    """The structure of an output, with each tensor's shape (and its dtype when it is not the
-    default float type).
-
-    >>> import torch
-    >>> describe((torch.zeros(5, 1, 3), (torch.zeros(1, 1, 3), torch.zeros(1, 1, 3))))
-    'tuple(Tensor[5, 1, 3], tuple(Tensor[1, 1, 3], Tensor[1, 1, 3]))'
-    >>> describe({"ids": torch.zeros(2, dtype=torch.long), "loss": None})
-    'dict(ids: Tensor[2] int64, loss: None)'
-    """
-    if isinstance(output, torch.Tensor):
-        dtype = "" if output.dtype == torch.get_default_dtype() else f" {str(output.dtype).replace('torch.', '')}"
-        return f"Tensor{list(output.shape)}{dtype}"
-    if output is None:
-        return "None"
-    children = _children(output)
-    if children is None:
-        return type(output).__name__
-    name = type(output).__name__
-    if isinstance(output, (tuple, list)) and not hasattr(output, "_fields") and not _is_dataclass(output):
-        return f"{name}({', '.join(describe(c) for _, _, c in children)})"
-    return f"{name}({', '.join(f'{label}: {describe(c)}' for _, label, c in children)})"
-
-
-def map_tensors(output: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    """``output`` with ``fn`` applied to every floating-point tensor in it; the structure (tuple,
-    namedtuple, list, dict, dataclass) and every other value stay as they are.
-
-    >>> import torch
-    >>> out = map_tensors((torch.ones(2), (torch.ones(1), torch.arange(2))), lambda t: t * 3)
-    >>> out[0].tolist(), out[1][0].tolist(), out[1][1].tolist()
-    ([3.0, 3.0], [3.0], [0, 1])
-    """
-    if isinstance(output, torch.Tensor):
-        return fn(output) if output.is_floating_point() else output
-    if _is_dataclass(output):
-        changed = {f.name: map_tensors(getattr(output, f.name), fn) for f in dataclasses.fields(output)}
-        try:
-            return dataclasses.replace(output, **{f.name: changed[f.name] for f in dataclasses.fields(output) if f.init})
-        except (TypeError, ValueError):
-            import copy
-            clone = copy.copy(output)
-            for key, value in changed.items():
-                object.__setattr__(clone, key, value)
-            return clone
-    if isinstance(output, tuple) and hasattr(output, "_fields"):
-        return type(output)(*(map_tensors(v, fn) for v in output))
-    if isinstance(output, (tuple, list)):
-        return type(output)(map_tensors(v, fn) for v in output)
-    if isinstance(output, dict):
-        items = [(k, map_tensors(v, fn)) for k, v in output.items()]
-        try:
-            return type(output)(items)
-        except TypeError:
-            return dict(items)
-    return output
 
 
 # ---------------------------------------------------------------------- what one output shows
@@ -216,6 +127,7 @@ class Summary:
     lo: float = 0.0
     hi: float = 1.0
     counts: torch.Tensor | None = None  # a histogram: _BINS counts between lo and hi
+    every: int = 1  # the histogram counts every ``every``-th value (1: all of them)
     nonfinite: int = 0
     preview: torch.Tensor | None = None  # the first feature maps tiled [H, W] in [0, 1], or the first values
     maps: tuple[int, int] | None = None  # (shown, all) channels when the preview is feature maps
@@ -251,7 +163,8 @@ class Summary:
             summary.zeros = 1.0 - torch.count_nonzero(values).item() / values.numel()
             summary.lo, summary.hi = lo.item(), hi.item()
             top = summary.hi if summary.hi > summary.lo else summary.lo + 1.0
-            summary.counts = torch.histc(values.cpu(), bins=_BINS, min=summary.lo, max=top)
+            step = -(-values.numel() // _HISTOGRAM_VALUES)  # a large output: every step-th value
+            summary.counts, summary.every = _histogram(values[::step], summary.lo, top), step
             if t.dim() == 4 and t.shape[-1] * t.shape[-2] > 1:
                 maps = t[0, :_MAPS].float().cpu()
                 if maps.shape[-2] > _TILE or maps.shape[-1] > _TILE:
@@ -261,6 +174,17 @@ class Summary:
             else:
                 summary.preview = values[:_VALUES].cpu().clone()
         return summary
+
+
+def _histogram(values: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
+    """``_BINS`` counts of ``values`` between ``lo`` and ``hi`` (the top value in the last bin), as
+    ``torch.histc`` counts them but several times faster on the CPU.
+
+    >>> _histogram(torch.tensor([0.0, 0.5, 1.0]), 0.0, 1.0)[[0, 20, 39]].tolist()
+    [1.0, 1.0, 1.0]
+    """
+    index = ((values - lo) * (_BINS / (hi - lo))).long().clamp_(0, _BINS - 1)
+    return torch.bincount(index.cpu(), minlength=_BINS).float()
 
 
 def _mosaic(maps: torch.Tensor, pad: int = 1) -> torch.Tensor:
@@ -321,7 +245,9 @@ def picture(summary: Summary, title: str = "", size: tuple[int, int] = (460, 220
         return _png(image)
     # the histogram
     left, top, right, bottom = 10, 36, half - 14, height - 20
-    shown = f"{summary.numel:,} values" + (f", {summary.nonfinite:,} not finite left out" if summary.nonfinite else "")
+    every = "" if summary.every == 1 else f"1 in {summary.every} of "
+    shown = (f"{every}{summary.numel:,} values"
+             + (f", {summary.nonfinite:,} not finite left out" if summary.nonfinite else ""))
     draw.text((left, 18), f"histogram of {shown}", fill=_GREY, font=font)
     counts = summary.counts
     tallest = float(counts.max()) or 1.0
@@ -391,6 +317,7 @@ class _Seen:
     summary: Summary | None = None
     grad_squares: dict[int, float] = dataclasses.field(default_factory=dict)  # per call: sum of squared gradients
     png: bytes | None = None
+    no_grad: str = "no gradient reached it"  # why grad_norm is None, when it is
 
     @property
     def grad_norm(self) -> float | None:
@@ -405,6 +332,7 @@ class _Entry:
 
     seen: _Seen
     final: dict[str, Any]
+    missed: dict[str, str] = dataclasses.field(default_factory=dict)  # intervention -> why it could not edit
 
 
 def _split(example: Example) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -448,16 +376,40 @@ def sum_target(output: Any) -> torch.Tensor:
     return torch.stack(parts).sum() if len(parts) > 1 else parts[0]
 
 
+def _unreachable_reason(output: Any) -> str:
+    """Why an intervention found nothing to edit in ``output``."""
+    hidden = unreachable(output)
+    if hidden:
+        objects = ", ".join(f"{kind} at {path}" for path, kind in hidden[:3])
+        return (f"its output, {describe(output)}, holds no floating-point tensor explore can reach ({objects}: "
+                "an object explore cannot look inside; it edits tensors in tuples, lists, dicts, namedtuples and "
+                "dataclasses)")
+    return f"its output, {describe(output)}, holds no floating-point tensor"
+
+
+def _is_scores(path: str, t: torch.Tensor, top: int) -> bool:
+    """Whether ``t`` (at ``path`` in the model's output) is a batch of scores whose top entries mean
+    something: ``[batch, classes]``, the whole output or an entry named logits or scores."""
+    named = path == "output" or path.rstrip("]'\"").endswith(("logits", "scores"))
+    return named and t.dim() == 2 and t.shape[0] > 0 and t.shape[1] >= top > 0
+
+
 @contextlib.contextmanager
-def _running(threads: int | None) -> Iterator[None]:
-    """PyTorch set up for one of explore's passes: ``threads`` threads, and the fused transformer
-    fast path off (it skips submodules and their hooks); both restored afterwards."""
+def _running(model: nn.Module, threads: int | None) -> Iterator[None]:
+    """PyTorch set up for one of explore's passes: ``threads`` threads, the fused transformer fast
+    path off (it skips submodules and their hooks), and every module in eval mode; all restored
+    afterwards (each module's own mode)."""
     fast = torch.backends.mha.get_fastpath_enabled()
+    modes = [(m, m.training) for m in model.modules()]
     torch.backends.mha.set_fastpath_enabled(False)
     try:
+        for m, _ in modes:
+            m.training = False
         with torch_threads(threads):  # off the main thread: one thread (hooklab._threads)
             yield
     finally:
+        for m, training in modes:
+            m.training = training
         torch.backends.mha.set_fastpath_enabled(fast)
 
 
@@ -477,10 +429,14 @@ class Explorer(Panel):
     output's structure, then for the first floating-point tensor in it (``statistics of``) its
     shape, dtype, mean, std and share of exact zeros; the norm of the gradient of ``target``
     with respect to the output (all its tensors; from the pass without interventions); the
-    interventions that are on,
-    how far the model's final output moved (``output change``: the norm of the difference from
-    the output without interventions; ``relative change``: divided by that output's norm), the
-    top logits when the output is a batch of scores, and the hooks on the model.
+    interventions that are on (and any that could not reach a tensor of the output, with the
+    reason), how far the model's final output moved (``output change``: the norm of the difference
+    from the output without interventions; ``relative change``: divided by that output's norm; a
+    dash and the reason when no intervention ran or the output's shapes changed), the top scores
+    when the output is a batch of scores (a ``[batch, classes]`` tensor, or a ``logits`` or
+    ``scores`` entry of that shape), and the hooks on the model. A ``runs`` row says when explore
+    runs something else than the model as you called it: a compiled model's eager module, or a
+    model in training mode run in eval mode.
 
     Figures that come out of the model's float arithmetic (mean, std, a share of zeros strictly
     between 0 and 1, grad norm, output change, relative change, the top logits' values) are
@@ -498,15 +454,12 @@ class Explorer(Panel):
                  digits: int = 4) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"explore needs an nn.Module, got {type(model).__name__}.")
-        if model.training:
-            raise ValueError(f"{type(model).__name__} is in training mode, so each forward pass differs (dropout is "
-                             "random) and changes the model (BatchNorm updates its running statistics): call "
-                             "model.eval() first, then explore it.")
         if target is not None and not callable(target):
             raise TypeError(f"target must be a function of the model's output returning one number, e.g. "
                             f"target=lambda out: out[0, 3]; got {type(target).__name__}.")
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be a positive number (or None for PyTorch's setting), got {threads}.")
+        model, compiled = unwrap(model, "explore")
         self.explored = model
         self.args, self.kwargs = _split(example)
         self.target: Callable[[Any], torch.Tensor] = target or sum_target
@@ -516,18 +469,22 @@ class Explorer(Panel):
             from .selection import _closest
             raise KeyError(f"{type(model).__name__} has no module named {module!r}. Closest names: "
                            f"{_closest(module, [n for n in self.named if n])}.")
+        #: what explore runs instead of the model as called (a compiled model's eager module), if anything
+        self.compiled_note = compiled
         #: counts of what the updates did: "clean passes", "forward passes", "cache hits", "pictures drawn"
         self.profile: Counter[str] = Counter()
         #: milliseconds spent per phase of the latest update ("clean pass", "forward", "picture")
         self.timings: dict[str, float] = {}
         self._entries: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()
+        self._reference: list[tuple[str, torch.Tensor]] | None = None  # the output without interventions, no grad
         self._bypass = False
+        self._missed: dict[str, str] = {}  # intervention -> why it could not edit the output (in the latest pass)
         title = f"Explore {type(model).__name__}"
         super().__init__(title, Explorer._view, name=name)
         try:
             self._record()
         except BaseException:
-            self.remove()
+            self.close()
             raise
         # the table and the picture side by side; the picture shrinks to the width that is left
         self.picture = W.Image(format="png", layout=W.Layout(flex="1 1 320px", min_width="280px", max_width="460px",
@@ -554,21 +511,52 @@ class Explorer(Panel):
         return self.explored(*self.args, **self.kwargs)
 
     def _fingerprint(self) -> tuple[Any, ...]:
-        tensors = [*self.explored.parameters(), *self.explored.buffers()]
-        inputs = [t for t in (*self.args, *self.kwargs.values()) if isinstance(t, torch.Tensor)]
-        return (self.explored.training, tuple((id(t), t._version) for t in tensors),
-                tuple((id(t), t._version) for t in inputs))
+        """Which tensors the model and the example hold, and their versions (an in-place change
+        bumps a tensor's ``_version``): when it changes, the record is made again."""
+        tensors = [t for m in self.named.values() for t in (*m.parameters(recurse=False), *m.buffers(recurse=False))]
+        inputs = [t for _, t in tensors_in((self.args, self.kwargs))]
+        return tuple((id(t), t._version) for t in (*tensors, *inputs))
 
     def _record(self) -> None:
-        """One pass with autograd: every module's output summarised and its gradient norm kept,
-        then one pass without autograd for the reference output. Interventions are bypassed."""
+        """One pass with autograd: every module's output summarised and the gradient norm of each
+        call's output kept. Interventions are bypassed. (The output without interventions, which
+        interventions are compared with, is computed without autograd when first needed.)"""
         start = time.perf_counter()
         self._clean = {n: _Seen() for n in self.named}
+        self._reference = None
+        self._entries.clear()
         self._bypass = True
+        modules = len(self.named)
         try:
-            with _running(self.threads), Hooks() as hooks:
+            with Progress(f"explore {type(self.explored).__name__}:") as progress, \
+                    _running(self.explored, self.threads), Hooks() as hooks:
+                ran: set[str] = set()
+                hooked = [0, 0]  # gradient hooks registered, and run
+
+                def on_call(name: str, args: tuple, output: Any, paths: list[str]) -> tuple[_Seen, int]:
+                    seen = self._clean[name]
+                    seen.calls += 1
+                    seen.summary = Summary.of(output)
+                    if not paths:
+                        seen.no_grad = ("its output holds no tensor explore can reach" if unreachable(output)
+                                        else "no tensor of its output requires grad")
+                    hooked[0] += len(paths)
+                    ran.add(name)
+                    progress.update(len(ran), 2 * modules, f"forward pass: {len(ran)} of {modules} modules ran")
+                    return seen, seen.calls - 1
+
+                def on_grad(token: tuple[_Seen, int], path: str, grad: torch.Tensor | None) -> None:
+                    hooked[1] += 1
+                    progress.update(modules + modules * hooked[1] / max(hooked[0], 1), 2 * modules,
+                                    f"backward pass: {hooked[1]} of {hooked[0]} gradients")
+                    if grad is None:  # a sibling output of the same operation got a gradient, this one none
+                        return
+                    seen, call = token
+                    square = grad.detach().float().pow(2).sum().item()
+                    seen.grad_squares[call] = seen.grad_squares.get(call, 0.0) + square
+
                 for n, m in self.named.items():
-                    hooks.forward(m, self._watcher(self._clean[n], grads=True))
+                    watch_calls(hooks, m, functools.partial(on_call, n), on_grad)
                 with torch.enable_grad():
                     output = self._call()
                     value = self.target(output)
@@ -580,31 +568,24 @@ class Explorer(Panel):
                     self._has_grad = value.requires_grad and bool(params)
                     if self._has_grad:  # fills the tensor hooks; accumulates nothing into .grad
                         torch.autograd.grad(value, params, allow_unused=True)
+                self._clean_output = [(p, t.detach()) for p, t in tensors_in(output)]
                 del output, value
-            with _running(self.threads), torch.no_grad():
-                self._reference = tensors_in(self._call())
         finally:
             self._bypass = False
-        self._entries.clear()
         self._stamp = self._fingerprint()
         self.profile["clean passes"] += 1
         self.timings = {"clean pass": (time.perf_counter() - start) * 1000}
 
-    def _watcher(self, seen: _Seen, grads: bool) -> Callable[..., None]:
-        def watch(module: nn.Module, args: Any, output: Any) -> None:
-            call = seen.calls
-            seen.calls += 1
-            seen.summary = Summary.of(output)
-            if grads:  # a tensor hook on every tensor of the output that autograd will reach
-                for _, t in tensors_in(output):
-                    if t.is_floating_point() and t.requires_grad:
-                        def keep_norm(grad: torch.Tensor | None) -> None:
-                            if grad is None:  # a sibling output of the same operation got a gradient, this one none
-                                return
-                            square = grad.detach().float().pow(2).sum().item()
-                            seen.grad_squares[call] = seen.grad_squares.get(call, 0.0) + square
-                        t.register_hook(keep_norm)
-        return watch
+    def _reference_output(self) -> list[tuple[str, torch.Tensor]]:
+        """The model's output without interventions, computed as the intervened passes are (no autograd)."""
+        if self._reference is None:
+            self._bypass = True
+            try:
+                with _running(self.explored, self.threads), torch.no_grad():
+                    self._reference = tensors_in(self._call())
+            finally:
+                self._bypass = False
+        return self._reference
 
     # ------------------------------------------------------------------ interventions
     def _intervention(self, kind: str) -> Callable[[Hooks, Panel], Registration]:
@@ -624,26 +605,31 @@ class Explorer(Panel):
             noise = torch.randn(t.shape, generator=generator).to(device=t.device, dtype=t.dtype)
             return t + noise_std * _std(t).to(t.dtype) * noise
 
-        def zero_output(module: nn.Module, args: Any, output: Any) -> Any:
-            return None if self._bypass else map_tensors(output, torch.zeros_like)
+        def clamp(t: torch.Tensor) -> torch.Tensor:
+            bound = limit * _std(t).item()
+            return t.clamp(-bound, bound)
 
-        def add_noise(module: nn.Module, args: Any, output: Any) -> Any:
-            seed = [0]  # the same noise on every run: the i-th tensor of the output gets seed i (from 1)
-            return None if self._bypass else map_tensors(output, lambda t: noisy(t, seed))
-
-        def scale_output(module: nn.Module, args: Any, output: Any) -> Any:
-            return None if self._bypass else map_tensors(output, lambda t: t * factor)
-
-        def clamp_output(module: nn.Module, args: Any, output: Any) -> Any:
-            if self._bypass:
-                return None
-
-            def clamp(t: torch.Tensor) -> torch.Tensor:
-                bound = limit * _std(t).item()
-                return t.clamp(-bound, bound)
+        def edit(output: Any) -> Any:
+            if kind == "zero":
+                return map_tensors(output, torch.zeros_like)
+            if kind == "noise":
+                seed = [0]  # the same noise on every run: the i-th tensor of the output gets seed i (from 1)
+                return map_tensors(output, lambda t: noisy(t, seed))
+            if kind == "scale":
+                return map_tensors(output, lambda t: t * factor)
             return map_tensors(output, clamp)
 
-        return {"zero": zero_output, "noise": add_noise, "scale": scale_output, "clamp": clamp_output}[kind]
+        def intervene(module: nn.Module, args: Any, output: Any) -> Any:
+            if self._bypass:
+                return None
+            if not any(t.is_floating_point() for _, t in tensors_in(output)):
+                self._missed[kind] = _unreachable_reason(output)
+                return None
+            self._missed.pop(kind, None)
+            return edit(output)
+
+        intervene.__name__ = intervene.__qualname__ = f"{kind}_output"
+        return intervene
 
     def _active(self) -> list[tuple[str, float | None]]:
         """The interventions whose hooks are registered, in the order they run, with their setting."""
@@ -677,9 +663,6 @@ class Explorer(Panel):
         return f"{name or '(model)'} · {type(module).__name__} · {kind}{ran}"
 
     def _view(self) -> dict[str, Any]:
-        if self.explored.training:
-            raise ValueError(f"{type(self.explored).__name__} was put in training mode after explore() was called: "
-                             "call model.eval() again (in training mode each forward pass differs).")
         if self._fingerprint() != self._stamp:
             if [id(m) for m in self.explored.modules()] != [id(m) for m in self.named.values()]:
                 raise RuntimeError("the model's modules changed since explore() was called: call explore() again.")
@@ -710,11 +693,13 @@ class Explorer(Panel):
         return self._rows(name, entry, active)
 
     def _intervene(self, name: str, active: list[tuple[str, float | None]]) -> _Entry:
+        reference = self._reference_output()
         seen = _Seen()
         start = time.perf_counter()
+        self._missed = {}
         try:
-            with _running(self.threads), Hooks() as watch:
-                watch.forward(self.named[name], self._watcher(seen, grads=False))  # after the interventions
+            with _running(self.explored, self.threads), Hooks() as watch:
+                watch.forward(self.named[name], self._watcher(seen))  # after the interventions
                 with torch.no_grad():
                     output = self._call()
         except Exception as exc:
@@ -726,32 +711,56 @@ class Explorer(Panel):
                 f"{self.hook_count()})") from exc
         self.profile["forward passes"] += 1
         self.timings["forward"] = (time.perf_counter() - start) * 1000
-        return _Entry(seen, self._compare(tensors_in(output)))
+        missed = dict(self._missed)
+        if seen.calls == 0:
+            missed = {kind: "the module did not run in this pass" for kind, _ in active}
+        final = self._compare(tensors_in(output), reference)
+        if len(missed) == len(active):  # nothing was edited: the output cannot have changed because of it
+            final = {"output change": "— (no intervention could edit the output: see interventions)",
+                     "relative change": "—"}
+        return _Entry(seen, final, missed)
 
-    def _compare(self, found: list[tuple[str, torch.Tensor]] | None) -> dict[str, Any]:
-        """How far the final output moved from the reference (``None``: it is the reference)."""
-        ref = [(p, t) for p, t in self._reference if t.is_floating_point()]
+    def _watcher(self, seen: _Seen) -> Callable[..., None]:
+        def watch(module: nn.Module, args: Any, output: Any) -> None:
+            seen.calls += 1
+            seen.summary = Summary.of(output)
+        return watch
+
+    def _compare(self, found: list[tuple[str, torch.Tensor]] | None,
+                 reference: list[tuple[str, torch.Tensor]] | None = None) -> dict[str, Any]:
+        """How far the final output moved from the reference (``found`` ``None``: it is the output
+        without interventions, from the pass that recorded every module)."""
         rows: dict[str, Any] = {}
-        if found is None:
+        if found is None or reference is None:
             rows["output change"], rows["relative change"] = 0.0, 0.0
-            now = ref
+            now = [(p, t) for p, t in self._clean_output if t.is_floating_point()]
         else:
+            ref = [(p, t) for p, t in reference if t.is_floating_point()]
             now = [(p, t) for p, t in found if t.is_floating_point()]
             by_path = dict(now)
-            diff = sum(float((by_path[p].float() - t.float()).pow(2).sum()) for p, t in ref
-                       if p in by_path and by_path[p].shape == t.shape)
-            size = sum(float(t.float().pow(2).sum()) for _, t in ref)
-            rows["output change"] = _per_run(_sig(math.sqrt(diff), 3), 3)
-            if size > 0 and all(torch.count_nonzero(t) == 0 for _, t in now):
-                rows["relative change"] = 1.0  # every value of the output is zero (an exact fact): all of it went
+            changed = [f"{p} {list(t.shape)} → " + (str(list(by_path[p].shape)) if p in by_path else "missing")
+                       for p, t in ref if p not in by_path or by_path[p].shape != t.shape]
+            changed += [f"{p} new {list(t.shape)}" for p, t in now if p not in dict(ref)]
+            if changed:
+                rows["output change"] = f"— (the output's shapes changed: {'; '.join(changed[:3])})"
+                rows["relative change"] = "—"
+            elif sum(t.numel() for _, t in ref) == 0:
+                rows["output change"] = "— (every tensor of the output is empty, with and without the interventions)"
+                rows["relative change"] = "—"
             else:
-                rows["relative change"] = _per_run(_sig(math.sqrt(diff / size), 3), 3) if size > 0 else float("nan")
-        if now:
-            path, main = now[0]
-            if main.dim() == 2 and main.shape[1] >= self.top > 0:
-                values, indices = main[0].detach().float().topk(self.top)
-                label = f"top-{self.top} of {path}[0]" if path != "output" else f"top-{self.top} (sample 0)"
-                rows[label] = [(int(i), _per_run(_sig(v, 3), 3)) for v, i in zip(values.tolist(), indices.tolist())]
+                diff = sum(float((by_path[p].float() - t.float()).pow(2).sum()) for p, t in ref)
+                size = sum(float(t.float().pow(2).sum()) for _, t in ref)
+                rows["output change"] = _per_run(_sig(math.sqrt(diff), 3), 3)
+                if size > 0 and all(torch.count_nonzero(t) == 0 for _, t in now):
+                    rows["relative change"] = 1.0  # every value of the output is zero (an exact fact): all of it went
+                else:
+                    rows["relative change"] = _per_run(_sig(math.sqrt(diff / size), 3), 3) if size > 0 else float("nan")
+        scores = next(((p, t) for p, t in now if _is_scores(p, t, self.top)), None)
+        if scores is not None:
+            path, main = scores
+            values, indices = main[0].detach().float().topk(self.top)
+            label = f"top-{self.top} of {path}[0]" if path != "output" else f"top-{self.top} (sample 0)"
+            rows[label] = [(int(i), _per_run(_sig(v, 3), 3)) for v, i in zip(values.tolist(), indices.tolist())]
         return rows
 
     def _rows(self, name: str, entry: _Entry, active: list[tuple[str, float | None]]) -> dict[str, Any]:
@@ -767,8 +776,11 @@ class Explorer(Panel):
             listing = f"{listed} of {len(everything)} match {text!r}"
         module = self.named[name]
         kind = "container" if next(module.children(), None) is not None else "leaf"
-        rows: dict[str, Any] = {"type": f"{type(module).__name__} · {kind}", "listed": listing,
-                                "calls per forward": seen.calls}
+        rows: dict[str, Any] = {}
+        runs = [note for note in (self.compiled_note, self._mode_note()) if note]
+        if runs:
+            rows["runs"] = "; ".join(runs)
+        rows.update({"type": f"{type(module).__name__} · {kind}", "listed": listing, "calls per forward": seen.calls})
         s = seen.summary
         missing = "—"
         if s is None:
@@ -792,13 +804,23 @@ class Explorer(Panel):
         if not self._has_grad:
             rows["grad norm (clean)"] = "— (nothing in the model requires grad)"
         elif clean.grad_norm is None:
-            rows["grad norm (clean)"] = "— (no gradient reached it)"
+            rows["grad norm (clean)"] = f"— ({clean.no_grad})"
         else:
             rows["grad norm (clean)"] = _per_run(_sig(clean.grad_norm, digits), digits)
-        rows["interventions"] = " → ".join(_describe_intervention(kind, value) for kind, value in active) or "none"
+        shown = []
+        for kind, value in active:
+            label = _describe_intervention(kind, value)
+            shown.append(f"{label} (could not intervene: {entry.missed[kind]})" if kind in entry.missed else label)
+        rows["interventions"] = " → ".join(shown) or "none"
         rows.update(entry.final)
         rows["hooks on the model"] = count_hooks(self.explored, include_global=False)
         return rows
+
+    def _mode_note(self) -> str | None:
+        if not any(m.training for m in self.named.values()):
+            return None
+        return ("in eval mode: the model is in training mode, so explore switches every module to eval mode for "
+                "its passes (no dropout, BatchNorm's running statistics) and puts each back afterwards")
 
     # ------------------------------------------------------------------ driving and closing
     def set(self, **values: Any) -> dict[str, Any]:
@@ -813,11 +835,13 @@ class Explorer(Panel):
         super().remove()
         self._entries.clear()
 
-    def close(self) -> None:
-        """Remove the panel's hooks, then close the widget."""
-        if "_toggles" in vars(self):  # also called when a panel whose construction failed is collected
-            self.remove()
-        super().close()
+    def _release(self) -> None:
+        """Let go of the model, its example and everything computed from them (after close)."""
+        super()._release()
+        for attribute in ("explored", "args", "kwargs", "target", "named", "_clean", "_clean_output", "_reference",
+                          "_stamp"):
+            self.__dict__.pop(attribute, None)
+        self._entries = OrderedDict()
 
 
 def explore(model: nn.Module, example: Example, *, target: Callable[[Any], torch.Tensor] | None = None,
@@ -825,8 +849,12 @@ def explore(model: nn.Module, example: Example, *, target: Callable[[Any], torch
     """A live panel for any model: pick a module, see what flows out of it, intervene.
 
     Args:
-        model: any ``nn.Module``, in eval mode (``model.eval()``: a training-mode forward pass is
-            random and changes BatchNorm statistics).
+        model: any ``nn.Module``. Its passes run in eval mode (a training-mode pass is random and
+            changes BatchNorm's statistics): a module in training mode is switched to eval mode for
+            each pass and back afterwards, and the view says so. A compiled model
+            (``torch.compile``) is explored through its eager module, ``model._orig_mod`` (hooks
+            inside a compiled model do not run), and the view says so too. A TorchScript module
+            raises ``TypeError`` (it takes no Python hooks): explore the module you scripted.
         example: what to run the model on: a tensor, a tuple of positional arguments, or an
             ``(args, kwargs)`` pair such as ``((tokens,), {"src_key_padding_mask": pad})``
             (keyword arguments only: ``((), {"x": x})``).
@@ -834,13 +862,15 @@ def explore(model: nn.Module, example: Example, *, target: Callable[[Any], torch
             module's output the panel shows (default: the sum of the output, see :func:`sum_target`).
         module: the module shown first (default: the first one that runs).
         name: the panel's name; building another panel of this name (re-running the cell)
-            removes the older one's hooks first. Default: the title, ``"Explore <model class>"``.
+            closes the older one first (its hooks removed, its widgets closed, its model let go).
+            Default: the title, ``"Explore <model class>"``.
         threads: PyTorch threads while the panel runs the model (restored afterwards). One
             thread keeps a panel quick when other programs keep the cores busy; ``None`` uses
             PyTorch's setting.
 
     Returns the :class:`Explorer` panel; show it by ending a cell with it, drive it with
-    ``panel.set(...)``, and take its hooks off with ``panel.remove()``.
+    ``panel.set(...)``, and take its hooks off with ``panel.remove()``. ``panel.close()`` also closes
+    its widgets and lets go of the model (nothing the panel holds keeps it alive afterwards).
     """
     return Explorer(model, example, target=target, module=module, name=name, threads=threads)
 

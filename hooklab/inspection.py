@@ -103,5 +103,19 @@ def registered_hooks(model: nn.Module | None = None, *, include_global: bool = T
 
 def count_hooks(model: nn.Module | None = None, *, include_global: bool = True) -> int:
     """The number of hooks :func:`registered_hooks` lists: on ``model``'s modules, parameters and
-    buffers, plus the global ones."""
-    return len(registered_hooks(model, include_global=include_global))
+    buffers, plus the global ones (counted without building the table: a live panel counts them
+    at every update)."""
+    count = 0
+    if model is not None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"expected an nn.Module, got {type(model).__name__}.")
+        seen: set[int] = set()
+        for module in model.modules():
+            count += sum(len(getattr(module, attr, None) or {}) for attr, _ in _MODULE_DICTS)
+            for tensor in itertools.chain(module.parameters(recurse=False), module.buffers(recurse=False)):
+                if id(tensor) not in seen:  # a tensor shared by two modules (tied weights) counts once
+                    seen.add(id(tensor))
+                    count += sum(len(getattr(tensor, attr, None) or {}) for attr, _ in _TENSOR_DICTS)
+    if include_global:
+        count += sum(len(getattr(_module, attr, None) or {}) for attr, _ in _GLOBAL_DICTS)
+    return count

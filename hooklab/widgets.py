@@ -124,13 +124,29 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _descendants(widget: W.Widget) -> list[W.Widget]:
+    """Every widget inside ``widget`` (its children, theirs, ...), deepest first."""
+    found: list[W.Widget] = []
+    for child in getattr(widget, "children", ()):
+        found += _descendants(child) + [child]
+    return found
+
+
+def _closed_view(panel: "Panel") -> str:
+    return "<i>this panel was closed</i>"
+
+
+def _closed_register(hooks: Hooks, panel: "Panel") -> None:
+    raise RuntimeError("this panel was closed: build it again (re-run the cell that made it).")
+
+
 class Panel(W.VBox):
     """A live lab: controls on top, the view below.
 
     Args:
         title: shown above the controls; also names the panel. Building a panel with a title
-            (or ``name``) already in use removes the older one's hooks and disables its controls,
-            so the cell that builds a panel can be re-run safely.
+            (or ``name``) already in use closes the older one (:meth:`close`), so the cell that
+            builds a panel can be re-run safely.
         render: ``render(panel) -> str | dict``, called after every change. Return HTML, or
             ``{label: value}`` rows (shown as a table; ``panel.state()`` returns them too).
         plot: optional ``plot(panel, fig)`` drawing into a fresh ``matplotlib.figure.Figure``;
@@ -153,7 +169,7 @@ class Panel(W.VBox):
         self.name = name or title
         previous = Panel._open.get(self.name)
         if previous is not None:
-            previous.remove()
+            previous.close()
         Panel._open[self.name] = self
         self._render, self._plot, self._figsize = render, plot, figsize
         self._toggles: dict[str, tuple[W.Checkbox, Hooks, Callable]] = {}
@@ -499,6 +515,24 @@ class Panel(W.VBox):
         self.reset_button.disabled = True
         if Panel._open.get(self.name) is self:
             del Panel._open[self.name]
+
+    def close(self) -> None:
+        """Remove the panel's hooks, close its widgets (every control and view in it), and let go of
+        what it was built with (the render and plot functions, the hooks' register functions, and
+        what they hold, such as a model): afterwards nothing the panel holds keeps them alive."""
+        if "_toggles" in vars(self):  # also called on a panel whose construction failed
+            self.remove()
+            self._release()
+        for widget in _descendants(self):
+            widget.close()
+        super().close()
+
+    def _release(self) -> None:
+        """Drop every reference to what the panel was built with (called by :meth:`close`)."""
+        self._render = _closed_view
+        self._plot = None
+        self._toggles = {name: (box, hooks, _closed_register) for name, (box, hooks, _) in self._toggles.items()}
+        self.rows = {}
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         """The live widget, plus an HTML snapshot that a stored notebook shows before it runs."""

@@ -292,16 +292,26 @@ def test_changing_the_weights_in_place_records_the_model_again(resnet):
         p.remove()
 
 
-def test_training_mode_after_building_is_refused_until_eval(resnet):
+def test_a_model_in_training_mode_is_run_in_eval_mode_and_put_back(resnet):
     model, x = resnet
-    p = hooklab.explore(model, x, name="test: train again")
+    model.train()
+    model.layer1.eval()  # a mixed state: each module gets its own mode back
+    running_mean = model.bn1.running_mean.clone()
+    modes = {n: m.training for n, m in model.named_modules()}
+    p = hooklab.explore(model, x, name="test: training mode")
     try:
-        model.train()
-        with pytest.raises(ValueError, match=r"model\.eval\(\) again"):
-            p.set(module="fc")
+        state = p.set(module="fc")
+        assert state["runs"].startswith("in eval mode: the model is in training mode")
+        with torch.no_grad():
+            model.eval()
+            expected = model(x)
+            model.train(), model.layer1.eval()
+        assert p.set(scale=True, factor=1.0)["output change"] == 0.0  # eval-mode passes: the same logits
+        assert torch.allclose(p._reference_output()[0][1], expected)
+        assert {n: m.training for n, m in model.named_modules()} == modes
+        assert torch.equal(model.bn1.running_mean, running_mean)  # no pass updated BatchNorm's statistics
         model.eval()
-        assert p.set(module="conv1")["calls per forward"] == 1
-        assert p.profile["clean passes"] == 1  # nothing ran in training mode, and the weights are unchanged
+        assert "runs" not in p.set(scale=False)  # the note goes with the training mode
     finally:
         model.eval()
         p.remove()
@@ -349,7 +359,7 @@ def test_remove_and_close_leave_no_hook(resnet):
     assert all(box.disabled for box, _, _ in p._toggles.values())
 
 
-def test_rebuilding_under_the_same_name_removes_the_older_panels_hooks(resnet):
+def test_rebuilding_under_the_same_name_closes_the_older_panel(resnet):
     model, x = resnet
     first = hooklab.explore(model, x, name="test: rebuilt")
     first.set(zero=True)
@@ -357,6 +367,7 @@ def test_rebuilding_under_the_same_name_removes_the_older_panels_hooks(resnet):
     try:
         assert hooklab.count_hooks(model) == 0 and first.hook_count() == 0
         assert first._toggles["zero"][0].disabled and Panel._open["test: rebuilt"] is second
+        assert "explored" not in vars(first) and first.comm is None  # closed: the model let go
         assert second.profile["clean passes"] == 1 and second.state()["output change"] == 0.0
     finally:
         second.remove()
@@ -501,11 +512,8 @@ def test_a_forward_that_raises_under_an_intervention_shows_the_error_and_leaves_
 
 
 def test_bad_input_gets_a_clear_error():
-    model = _seeded(lambda: nn.Sequential(nn.Linear(4, 2)))
+    model = _seeded(lambda: nn.Sequential(nn.Linear(4, 2))).eval()
     x = torch.randn(1, 4)
-    with pytest.raises(ValueError, match=r"model\.eval\(\)"):
-        hooklab.explore(model, x)
-    model.eval()
     with pytest.raises(TypeError, match="nn.Module"):
         hooklab.explore(lambda t: t, x)
     with pytest.raises(TypeError, match=r"\(\(\), \{\.\.\.\}\)"):

@@ -81,7 +81,7 @@ def test_explore_passes_off_the_main_thread_run_with_one_thread():
     from hooklab.explore import _running
 
     def body() -> tuple[int, int]:
-        with _running(2):
+        with _running(torch.nn.Linear(1, 1), 2):
             inside = torch.get_num_threads()
         return inside, torch.get_num_threads()
 
