@@ -50,7 +50,7 @@ def check_hookable(model: object, tool: str) -> None:
         raise TypeError(
             f"{tool} got a compiled model (torch.compile returned an OptimizedModule): hooks added to the modules "
             "inside it after its first call do not run, because Dynamo compiled those calls without them, so "
-            f"{tool} would silently see nothing. Use the eager module instead: pass model._orig_mod, and run "
+            f"{tool} could silently see nothing. Use the eager module instead: pass model._orig_mod, and run "
             "model._orig_mod(x) while the hooks are on (same weights, same function).")
 
 

@@ -59,7 +59,7 @@ from torch import nn
 from ._threads import threads as torch_threads
 from .compiled import unwrap
 from .hooks import Hooks, Registration
-from .inspection import count_hooks
+from .inspection import count_hooks, own_tensors
 from .nested import describe, map_tensors, tensors_in, unreachable
 from .portable import PerRun
 from .progress import Progress
@@ -513,7 +513,7 @@ class Explorer(Panel):
     def _fingerprint(self) -> tuple[Any, ...]:
         """Which tensors the model and the example hold, and their versions (an in-place change
         bumps a tensor's ``_version``): when it changes, the record is made again."""
-        tensors = [t for m in self.named.values() for t in (*m.parameters(recurse=False), *m.buffers(recurse=False))]
+        tensors = [t for m in self.named.values() for t in own_tensors(m)]
         inputs = [t for _, t in tensors_in((self.args, self.kwargs))]
         return tuple((id(t), t._version) for t in (*tensors, *inputs))
 

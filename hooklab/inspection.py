@@ -31,7 +31,7 @@ from torch.nn.modules import module as _module
 from ._signature import function_name
 from ._table import Table
 
-__all__ = ["registered_hooks", "count_hooks", "HookReport"]
+__all__ = ["registered_hooks", "count_hooks", "own_tensors", "HookReport"]
 
 #: (attribute on nn.Module, label). ``_backward_hooks`` holds full and deprecated backward hooks.
 _MODULE_DICTS = (
@@ -101,6 +101,13 @@ def registered_hooks(model: nn.Module | None = None, *, include_global: bool = T
     return HookReport(["module", "kind", "function"], rows)
 
 
+def own_tensors(module: nn.Module) -> list[Any]:
+    """The parameters and buffers ``module`` holds itself (not its children's), read from the
+    dicts PyTorch keeps them in: what ``parameters(recurse=False)`` and ``buffers(recurse=False)``
+    give, without their generator machinery (a live panel asks at every update)."""
+    return [t for t in itertools.chain(module._parameters.values(), module._buffers.values()) if t is not None]
+
+
 def count_hooks(model: nn.Module | None = None, *, include_global: bool = True) -> int:
     """The number of hooks :func:`registered_hooks` lists: on ``model``'s modules, parameters and
     buffers, plus the global ones (counted without building the table: a live panel counts them
@@ -112,7 +119,7 @@ def count_hooks(model: nn.Module | None = None, *, include_global: bool = True) 
         seen: set[int] = set()
         for module in model.modules():
             count += sum(len(getattr(module, attr, None) or {}) for attr, _ in _MODULE_DICTS)
-            for tensor in itertools.chain(module.parameters(recurse=False), module.buffers(recurse=False)):
+            for tensor in own_tensors(module):
                 if id(tensor) not in seen:  # a tensor shared by two modules (tied weights) counts once
                     seen.add(id(tensor))
                     count += sum(len(getattr(tensor, attr, None) or {}) for attr, _ in _TENSOR_DICTS)

@@ -564,3 +564,46 @@ def test_panel_textbox_filters_a_dropdown_generically():
             p.dropdown("other", ["a"], filter_by="missing")
     finally:
         p.remove()
+
+
+def test_building_shows_its_progress_in_a_notebook_and_leaves_nothing(monkeypatch):
+    """In a kernel, a build that takes longer than half a second shows what it is doing and how
+    far it got, then empties its output (here the delay is 0 and the display is recorded)."""
+    import IPython.display
+
+    import hooklab.progress as progress
+
+    shown, updates = [], []
+
+    class Handle:
+        def update(self, data, raw=False):
+            updates.append(data)
+
+    def display(bundle, raw=False, display_id=False):
+        shown.append(bundle)
+        return Handle()
+
+    monkeypatch.setattr(progress, "_in_kernel", lambda: True)
+    monkeypatch.setattr(progress, "_AFTER_S", 0.0)
+    monkeypatch.setattr(progress, "_EVERY_S", 0.0)
+    monkeypatch.setattr(IPython.display, "display", display)
+    texts = []
+    original = progress.Progress.update
+
+    def spy(self, done, total, text):
+        original(self, done, total, text)
+        if self.shown:
+            texts.append((self._text.value, self._bar.value))
+            widgets.update({self._box, self._text, self._bar})
+
+    widgets: set = set()
+    monkeypatch.setattr(progress.Progress, "update", spy)
+    model = _seeded(lambda: nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).eval())
+    panel = hooklab.explore(model, torch.randn(2, 4), name="test: progress")
+    panel.close()
+    assert len(shown) == 1 and list(shown[0]) == ["application/vnd.jupyter.widget-view+json"]  # no text/plain
+    assert any("forward pass: 4 of 4 modules ran" in text for text, _ in texts)
+    assert any("backward pass: 4 of 4 gradients" in text for text, _ in texts)
+    bars = [bar for _, bar in texts]
+    assert bars == sorted(bars) and bars[-1] == 1.0  # it only moves forward, and ends full
+    assert updates == [{}] and all(w.comm is None for w in widgets)  # emptied, its widgets closed
