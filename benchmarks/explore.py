@@ -1,4 +1,5 @@
-"""``hooklab.explore`` on ``resnet18(weights=None)`` at batch 1, 3×224×224.
+"""``hooklab.explore`` on ``resnet18(weights=None)`` at batch 1, 3×224×224, and on the big models a
+learner brings (``vit_b_16``, ``convnext_tiny``).
 
 Measured: building the panel (its one pass with autograd over every module, then one without);
 a forward pass alone, without hooks, with the panel's number of threads (what an update that
@@ -10,6 +11,11 @@ module and interventions) or nothing (a module picked without interventions, or 
 seen before), and how long the forward pass, the statistics and the picture took.
 
 Floor: the median update at most 150 ms. Afterwards ``panel.remove()`` must leave 0 hooks.
+
+Big models (:func:`run_big`): building the panel against one forward + backward pass of the same
+model (``torch.autograd.grad`` of the summed output with respect to every parameter, what the
+panel's own pass does), both timed in turn in one run with the panel's number of threads; floor:
+build / (forward + backward) at most 1.3. The same update driver gives their median update.
 
 Run alone: ``python -m benchmarks.explore [changes]`` prints the result as JSON.
 """
@@ -32,7 +38,49 @@ def _driver() -> dict[str, Any]:
     return namespace
 
 
-def run(changes: int = 40, size: int = 224, threads: int | None = 1) -> dict[str, Any]:
+BUILD_RATIO_LIMIT = 1.3
+BIG_MODELS = ("vit_b_16", "convnext_tiny")
+
+
+def run_big(name: str, changes: int = 16, size: int = 224, threads: int | None = 1, reps: int = 3) -> dict[str, Any]:
+    """``name`` (a torchvision model) at ``size``²: the panel's build against forward + backward,
+    ``reps`` of each in turn (medians), then ``changes`` updates."""
+    import torch
+    import torchvision
+
+    import hooklab
+
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)(weights=None).eval()
+    x = torch.randn(1, 3, size, size)
+    params = [p for p in model.parameters() if p.requires_grad]
+    old = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    build_ms, pass_ms = [], []
+    try:
+        torch.autograd.grad(model(x).sum(), params)  # warm up
+        for _ in range(reps):
+            start = time.perf_counter()
+            torch.autograd.grad(model(x).sum(), params)
+            pass_ms.append((time.perf_counter() - start) * 1000)
+            start = time.perf_counter()
+            panel = hooklab.explore(model, x, threads=threads, name=f"bench: explore {name}")
+            panel.state()
+            build_ms.append((time.perf_counter() - start) * 1000)
+            panel.close()
+    finally:
+        torch.set_num_threads(old)
+    result = run(changes=changes, size=size, threads=threads, model=model, label=f"{name}(weights=None)")
+    ratio = statistics.median(build_ms) / statistics.median(pass_ms)
+    result.update({"build_samples_ms": build_ms, "pass_samples_ms": pass_ms, "pass_ms": statistics.median(pass_ms),
+                   "build_ms": statistics.median(build_ms), "build_ratio": ratio,
+                   "build_ok": ratio <= BUILD_RATIO_LIMIT, "build_limit": BUILD_RATIO_LIMIT})
+    return result
+
+
+def run(changes: int = 40, size: int = 224, threads: int | None = 1, model: Any = None,
+        label: str = "resnet18(weights=None)") -> dict[str, Any]:
     """Build the panel, drive it ``changes`` times, remove it; return every figure."""
     import torch
     import torchvision
@@ -40,7 +88,7 @@ def run(changes: int = 40, size: int = 224, threads: int | None = 1) -> dict[str
     import hooklab
 
     torch.manual_seed(0)
-    model = torchvision.models.resnet18(weights=None).eval()
+    model = model if model is not None else torchvision.models.resnet18(weights=None).eval()
     x = torch.randn(1, 3, size, size)
 
     forward_ms = []
@@ -99,7 +147,7 @@ def run(changes: int = 40, size: int = 224, threads: int | None = 1) -> dict[str
 
     median = med(times)
     return {
-        "model": f"resnet18(weights=None), batch 1, 3×{size}×{size}",
+        "model": f"{label}, batch 1, 3×{size}×{size}",
         "threads": threads,
         "build_ms": build_ms,
         "forward_alone_ms": med(forward_ms),
@@ -124,8 +172,13 @@ def run(changes: int = 40, size: int = 224, threads: int | None = 1) -> dict[str
 
 def floors(result: dict[str, Any]) -> list[tuple[str, str, bool]]:
     errors = f" ({len(result['errors'])} errors)" if result["errors"] else ""
-    return [(f"hooklab.explore on {result['model']}: median update ≤ {result['limit_ms']:.0f} ms, 0 hooks after "
+    rows = [(f"hooklab.explore on {result['model']}: median update ≤ {result['limit_ms']:.0f} ms, 0 hooks after "
              "remove()", f"{result['median_ms']:.1f} ms, {result['hooks_left']} hooks{errors}", result["ok"])]
+    if "build_ratio" in result:
+        rows.append((f"hooklab.explore on {result['model']}: build / (forward + backward) ≤ {result['build_limit']}",
+                     f"{result['build_ratio']:.2f} ({result['build_ms']:.0f} / {result['pass_ms']:.0f} ms)",
+                     result["build_ok"]))
+    return rows
 
 
 def markdown(result: dict[str, Any]) -> list[str]:
@@ -163,3 +216,20 @@ def markdown(result: dict[str, Any]) -> list[str]:
 if __name__ == "__main__":
     import sys
     print(json.dumps(run(int(sys.argv[1]) if len(sys.argv) > 1 else 20), indent=1, default=str))
+
+
+def markdown_big(results: list[dict[str, Any]]) -> list[str]:
+    """The big models' section: build against forward + backward, and their updates."""
+    lines = ["", "## hooklab.explore on big models", "",
+             "Building the panel (one pass with autograd that summarises every module's output and keeps the "
+             "gradient norm of each call's) against one forward + backward pass of the same model "
+             "(`torch.autograd.grad` of the summed output with respect to every parameter), timed in turn in "
+             "one run with the panel's number of threads (medians); then updates driven as above.", "",
+             "| model | forward + backward ms | build ms | build / pass | median update ms | ran the model | "
+             "median of those ms | read from the record, median ms |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        lines.append(f"| {r['model']} | {r['pass_ms']:.0f} | {r['build_ms']:.0f} | {r['build_ratio']:.2f} | "
+                     f"{r['median_ms']:.0f} | {r['ran_model']} of {r['changes']} | "
+                     f"{r['median_ran_model_ms'] or 0:.0f} | {r['median_cached_ms'] or 0:.1f} |")
+    return lines

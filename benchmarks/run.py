@@ -32,12 +32,13 @@ OUT = HERE / "out"
 MODES: dict[str, dict[str, Any]] = {
     "full": {"reps": 40, "forwards": 2, "one_shot_reps": 20, "passes": 1000, "seeds": [0, 1, 2, 3, 4],
              "other_cpu": True, "notebooks": None, "changes": 20, "portability_seeds": [3, 4, 5],
-             "explore_changes": 40, "browser": True, "threads_reps": 5},
+             "explore_changes": 40, "explore_big": True, "browser": True, "threads_reps": 5},
     "quick": {"reps": 4, "forwards": 1, "one_shot_reps": 2, "passes": 30, "seeds": [0], "other_cpu": False,
-              "notebooks": ["00"], "changes": 6, "portability_seeds": [], "explore_changes": 8,
+              "notebooks": ["00"], "changes": 6, "portability_seeds": [], "explore_changes": 8, "explore_big": False,
               "browser": False, "threads_reps": 3},
 }
-SECTIONS = ("overhead", "memory", "threads", "models", "notebooks", "portability", "explore", "browser")
+SECTIONS = ("overhead", "memory", "threads", "models", "notebooks", "portability", "explore", "explore_big",
+            "browser")
 
 
 # ---------------------------------------------------------------- the machine
@@ -155,6 +156,10 @@ def collect(mode: str = "full", sections: tuple[str, ...] = SECTIONS, notebooks:
         from . import explore
         log(f"[bench] hooklab.explore on resnet18 at 224×224: {cfg['explore_changes']} updates ...")
         results["explore"] = explore.run(changes=cfg["explore_changes"])
+    if "explore_big" in sections and cfg["explore_big"]:
+        from . import explore
+        log(f"[bench] hooklab.explore on {', '.join(explore.BIG_MODELS)} at 224×224: build and updates ...")
+        results["explore_big"] = [explore.run_big(name) for name in explore.BIG_MODELS]
     if "browser" in sections and cfg["browser"]:
         from . import browser
         paths = _notebook_paths(notebooks if notebooks is not None else cfg["notebooks"])
@@ -188,6 +193,9 @@ def floors(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
     if "explore" in results:
         from . import explore
         rows += explore.floors(results["explore"])
+    for result in results.get("explore_big", []):
+        from . import explore
+        rows += explore.floors(result)
     if "browser" in results:
         from . import browser
         rows += browser.floors(results["browser"])
@@ -219,7 +227,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines = _md_header(results)
     sections = [("overhead", _md_overhead), ("memory", _md_memory), ("threads", None), ("models", None),
                 ("portability", None),
-                ("explore", None), ("notebooks", _md_notebooks), ("browser", None)]
+                ("explore", None), ("explore_big", _md_explore_big), ("notebooks", _md_notebooks), ("browser", None)]
     for name, render in sections:
         if name not in results:
             continue
@@ -235,6 +243,11 @@ def markdown(results: dict[str, Any]) -> str:
               "(not committed). How to run: `python3 dev.py bench` (a few minutes; run it on a quiet machine), "
               "`python3 dev.py bench --quick` (under a minute)."]
     return "\n".join(lines) + "\n"
+
+
+def _md_explore_big(results: list[dict[str, Any]]) -> list[str]:
+    from .explore import markdown_big
+    return markdown_big(results)
 
 
 def mode_is_full(results: dict[str, Any]) -> bool:

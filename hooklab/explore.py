@@ -27,11 +27,18 @@ from the hooks the course teaches:
 0
 
 What does not change is not computed again. One pass with autograd at the start records every
-module (its statistics and its gradient norm); picking another module reads from that record.
-Only an intervention runs the model again (without autograd), once per combination of module
-and interventions: results are kept, and the noise is seeded, so going back to an earlier
-combination costs nothing. If the model's weights or the example change in place, the record
-is made again at the next update.
+module (its statistics, and the gradient norm of each call's output); picking another module
+reads from that record. Only an intervention runs the model again (without autograd), once per
+combination of module and interventions, plus once, at the first intervention, without any edit
+(the output the others are compared with): results are kept, and the noise is seeded, so going
+back to an earlier combination costs nothing. If the model's weights or the example change in
+place, the record is made again at the next update. In a notebook, a build that takes more than
+half a second shows its progress under the cell (:mod:`hooklab.progress`).
+
+Every pass runs in eval mode: a module in training mode is switched to eval mode for the pass and
+put back afterwards (the view's ``runs`` row says so). A compiled model is explored through its
+eager module; a TorchScript one is refused (:mod:`hooklab.compiled`). What explore cannot do it
+says in the view: an output it cannot reach into, an output whose shapes changed or that is empty.
 
 PyTorch's fused transformer kernels (the "fast path" of ``nn.TransformerEncoderLayer`` and
 ``nn.MultiheadAttention`` in eval mode without autograd) skip the submodules, and with a padding

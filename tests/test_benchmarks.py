@@ -233,6 +233,20 @@ def test_explore_section_drives_the_panel_and_reports_what_it_recomputed():
     assert "## hooklab.explore" in text and "| ran the model |" in text
 
 
+def test_explore_on_big_models_compares_the_build_with_forward_and_backward():
+    from benchmarks import explore
+    assert explore.BIG_MODELS == ("vit_b_16", "convnext_tiny") and bench.MODES["full"]["explore_big"]
+    assert not bench.MODES["quick"]["explore_big"]
+    r = explore.run_big("resnet18", changes=4, size=64, reps=1)  # a small stand-in, the same measurement
+    assert len(r["build_samples_ms"]) == len(r["pass_samples_ms"]) == 1 and r["errors"] == []
+    assert math.isclose(r["build_ratio"], r["build_ms"] / r["pass_ms"]) and isinstance(r["build_ok"], bool)
+    rows = explore.floors(r)
+    assert [name.split(": ")[1].split(" ≤")[0] for name, _, _ in rows] == ["median update", "build / (forward + backward)"]
+    assert rows[1][2] == r["build_ok"] and rows[1][1].startswith(f"{r['build_ratio']:.2f} (")
+    text = "\n".join(explore.markdown_big([r]))
+    assert "## hooklab.explore on big models" in text and f"| {r['model']} |" in text
+
+
 def test_the_browser_benchmark_runs_only_in_the_full_bench_and_reports_its_floors():
     from benchmarks import browser
     from tests.browser import Timing
