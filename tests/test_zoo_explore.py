@@ -242,3 +242,73 @@ def test_explore_on_each_model_agrees_with_hand_written_hooks(case: Case) -> Non
 @pytest.mark.zoo_full
 def test_explore_intervenes_on_every_module_of_each_model(case: Case) -> None:
     _check_model(case, full=True)
+
+
+# ------------------------------------------------------------------ the bugs this suite was written to catch
+def test_a_detector_without_detections_renders_every_view_and_resets() -> None:
+    model = BY_NAME["fasterrcnn-empty"].build()
+    args, kwargs = BY_NAME["fasterrcnn-empty"].example()
+    panel = hooklab.explore(model, (args, kwargs), name="zoo: detector empty")
+    try:
+        first = panel.state()
+        assert panel.error is None and first["output change"] == 0.0
+        whole = panel.set(module="")
+        assert whole["output"].startswith("list(dict(boxes: Tensor[0, 4]") and not any(k.startswith("top") for k in whole)
+        zeroed = panel.set(module="transform", zero=True)  # its output: (ImageList, None)
+        assert zeroed["interventions"].startswith("zero (could not intervene: its output, tuple(ImageList, None)")
+        assert zeroed["output change"].startswith("— (no intervention could edit the output")
+        assert panel.set(module="backbone.body")["output change"].startswith("— (every tensor of the output is empty")
+        assert panel.reset()["interventions"] == "none" and hooklab.count_hooks(model) == 0
+    finally:
+        panel.close()
+
+
+def test_boxes_are_not_called_top_k_and_a_changed_number_of_detections_is_said() -> None:
+    model = BY_NAME["fasterrcnn-detections"].build()
+    args, kwargs = BY_NAME["fasterrcnn-detections"].example()
+    panel = hooklab.explore(model, (args, kwargs), name="zoo: detector")
+    try:
+        whole = panel.set(module="")
+        assert "boxes: Tensor[5, 4]" in whole["output"] and not any(k.startswith("top") for k in whole)
+        state = panel.set(module="roi_heads.box_predictor.cls_score", zero=True)  # equal scores: other boxes kept
+        assert isinstance(state["output change"], float) or state["output change"].startswith("— (the output's shapes")
+    finally:
+        panel.close()
+
+
+def test_a_compiled_model_is_explored_through_its_eager_module() -> None:
+    from .zoo import Compilable
+    torch.manual_seed(0)
+    model = Compilable().eval()
+    compiled = torch.compile(model, backend="eager")
+    x = torch.randn(2, 4, generator=torch.Generator().manual_seed(0))
+    compiled(x)  # run once before exploring: its modules' hooks would not run inside it
+    panel = hooklab.explore(compiled, x, name="zoo: compiled")
+    try:
+        state = panel.set(module="a")
+        assert state["runs"].startswith("compiled (torch.compile): explore runs its eager module, model._orig_mod")
+        assert [n for _, n in panel.options("module")] == ["", "a", "b"] and state["calls per forward"] == 1
+        zeroed = panel.set(zero=True)
+        panel.set(zero=False)
+        with torch.no_grad():
+            clean = model(x)
+            handle = model.a.register_forward_hook(lambda m, args, out: torch.zeros_like(out))
+            want = (model(x) - clean).norm().item()
+            handle.remove()
+        assert _close(float(zeroed["output change"]), want, 3)
+    finally:
+        panel.close()
+    assert hooklab.count_hooks(model) == 0
+
+
+def test_a_cell_re_run_three_times_then_closed_keeps_no_model_alive() -> None:
+    alive = []
+    for _ in range(3):  # the same cell, run three times: each build replaces the panel of that name
+        model = BY_NAME["shared-layer"].build()
+        alive.append(weakref.ref(model))
+        panel = hooklab.explore(model, BY_NAME["shared-layer"].example(), name="zoo: re-run")
+        panel.set(module="shared", zero=True)
+    panel.close()
+    del model, panel
+    gc.collect()
+    assert [ref() is None for ref in alive] == [True, True, True]

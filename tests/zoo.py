@@ -78,11 +78,14 @@ def _swin() -> nn.Module:
 
 
 def _detector(threshold: float | None = None) -> Callable[[], nn.Module]:
+    """Faster R-CNN with random weights: with its 91 classes every score is about 1/91, under the
+    default threshold of 0.05, so it detects nothing; ``threshold=0`` keeps 5 boxes (3 classes)."""
     def build() -> nn.Module:
         import torchvision
-        extra = {} if threshold is None else {"box_score_thresh": threshold, "box_detections_per_img": 5}
+        extra = {} if threshold is None else {"box_score_thresh": threshold, "box_detections_per_img": 5,
+                                              "num_classes": 3}
         return torchvision.models.detection.fasterrcnn_mobilenet_v3_large_fpn(  # few proposals: 8x faster
-            weights=None, weights_backbone=None, num_classes=3, min_size=128, max_size=128,
+            weights=None, weights_backbone=None, min_size=128, max_size=128,
             rpn_pre_nms_top_n_test=100, rpn_post_nms_top_n_test=20, **extra).eval()
     return build
 
