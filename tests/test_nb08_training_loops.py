@@ -153,6 +153,61 @@ def test_clamp_that_unscales_twice_is_named() -> None:
     assert "unscale_" in mistakes(nb08.clamp, twice)
 
 
+def _clamp_in_scaled_units(check_finite: bool):
+    def clamp_step(optimizer, scaler, limit=1.0):  # fix (b): compare with the limit times the scale
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        if check_finite and not all(torch.isfinite(p.grad).all() for p in params):
+            return  # an overflow: leave it for scaler.step, which then skips the step
+        for p in params:
+            p.grad.clamp_(-limit * scaler.get_scale(), limit * scaler.get_scale())
+    return clamp_step
+
+
+def test_clamp_in_scaled_units_that_hides_an_overflow_is_named() -> None:
+    failed = failed_checks(nb08.clamp.check(_clamp_in_scaled_units(check_finite=False)))
+    assert list(failed) == ["leaves a float16 overflow for scaler.step to find (the step is skipped, the scale halves)"]
+    message = next(iter(failed.values()))
+    assert "[inf, -inf]" in message and "the scale is 65536" in message and "unscale_" in message
+
+
+def test_clamp_in_scaled_units_that_checks_finiteness_first_passes() -> None:
+    assert nb08.clamp.check(_clamp_in_scaled_units(check_finite=True)).passed
+
+
+# ---------------------------------------------------------------------- DDP in two processes
+def test_free_port_is_free_on_loopback() -> None:
+    import socket
+
+    port = nb08.free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))  # nothing holds it
+
+
+def test_ddp_in_two_processes_averages_and_leaves_nothing_behind() -> None:
+    import multiprocessing
+    import socket
+
+    import torch.multiprocessing as mp
+
+    port = nb08.free_port()
+    results = mp.get_context("spawn").SimpleQueue()
+    mp.spawn(nb08.ddp_worker, args=(2, port, results), nprocs=2)
+    rows = sorted((results.get() for _ in range(2)), key=lambda row: row["rank"])
+    assert [row["rank"] for row in rows] == [0, 1]
+    for rank, row in enumerate(rows):
+        local = [float(rank + 1)] * 3  # each rank's input, the weight's local gradient
+        for comm in ("DDP's own all-reduce", "allreduce_hook", "a hook that only sums"):
+            assert row[comm]["tensor hook"] == [local], comm  # the tensor hook sees the local gradient only
+        assert row["DDP's own all-reduce"]["grad"] == [1.5] * 3  # the mean of 1 and 2
+        assert row["allreduce_hook"]["grad"] == [1.5] * 3
+        assert row["a hook that only sums"]["grad"] == [3.0] * 3  # all-reduce sums
+        assert row["a hook that only sums"]["sent"] == [local + [1.0]]  # one bucket: the weight's 3, the bias's 1
+        assert row["DDP's own all-reduce"]["sent"] == []
+    assert multiprocessing.active_children() == []
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0  # the rendezvous port is closed again
+
+
 # ---------------------------------------------------------------------- exercise 2
 def test_stats_solution_passes() -> None:
     assert nb08.stats_once.check(nb08.make_stats_hook).passed

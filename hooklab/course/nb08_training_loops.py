@@ -8,6 +8,8 @@ checkpointing, saved tensors. The helpers and exercises of notebook 08.
   ``torch.utils.checkpoint``'s ``context_fn``.
 * :func:`saved_by_layer`: what each layer's autograd graph keeps for backward, in bytes.
 * :func:`lab_train` and :func:`lab_view`: the live lab's training loop and its view.
+* :func:`ddp_worker` and :func:`free_port`: one process of a two-process DDP run over gloo, started by
+  ``torch.multiprocessing.spawn``: what a parameter's tensor hook sees and what lands in ``.grad``.
 
 >>> model = mlp()
 >>> x, y = make_data(8)
@@ -17,16 +19,19 @@ checkpointing, saved tensors. The helpers and exercises of notebook 08.
 Exercises of notebook 08, with checkers and worked solutions.
 
 >>> print(clamp.check(clamp_step))
-A clamp that holds under accumulation and GradScaler: all 3 checks passed
+A clamp that holds under accumulation and GradScaler: all 4 checks passed
   ✓ clamps the gradient summed over 3 micro-batches, without a scaler
   ✓ clamps the true gradient while GradScaler scales by 65536
   ✓ leaves small gradients alone and lets scaler.step(optimizer) run
+  ✓ leaves a float16 overflow for scaler.step to find (the step is skipped, the scale halves)
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import inspect
+import socket
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, cast
@@ -354,6 +359,55 @@ def lab_lines(view: dict[str, Any]) -> str:
     return "\n".join(f"  {label:<{width}}  {value}" for label, value in view.items())
 
 
+# ------------------------------------------------------------------------ DDP with two processes
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the system picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ddp_worker(rank, world_size, port, results):
+    """One process of a DDP run over gloo; ``torch.multiprocessing.spawn`` starts ``world_size`` of
+    them and passes each its ``rank`` first. Each rank feeds its own input, ``rank + 1`` in every
+    feature, so the weight's local gradient (the input) differs from rank to rank. The same
+    ``Linear(3, 1)`` is trained one step three times: with DDP's own all-reduce, with PyTorch's
+    ``allreduce_hook`` as communication hook, and with a hook that only sums. Puts one dict on
+    ``results`` (a multiprocessing queue): per run, what a tensor hook on the weight saw, the
+    weight's ``.grad`` after backward, and the buckets the summing hook sent."""
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=60))  # a rank that never comes: an error, no hang
+    try:
+        x = torch.full((1, 3), float(rank + 1))  # this rank's data; the weight's gradient is x
+        row = {"rank": rank}
+        for comm in ("DDP's own all-reduce", "allreduce_hook", "a hook that only sums"):
+            torch.manual_seed(0)  # the same initial weights on every rank (DDP also copies rank 0's)
+            model = nn.Linear(3, 1)
+            ddp = DDP(model)
+            sent = []
+            if comm == "allreduce_hook":
+                ddp.register_comm_hook(None, default_hooks.allreduce_hook)  # PyTorch's: divides, then sums
+            elif comm == "a hook that only sums":
+                def sum_only(state, bucket):
+                    sent.append(bucket.buffer().tolist())
+                    work = dist.all_reduce(bucket.buffer(), async_op=True)  # the sum over the processes
+                    return work.get_future().then(lambda fut: fut.value()[0])
+
+                ddp.register_comm_hook(None, sum_only)
+            seen = []
+            handle = model.weight.register_hook(lambda grad: seen.append(grad.flatten().tolist()))
+            ddp(x).sum().backward()
+            handle.remove()
+            row[comm] = {"tensor hook": seen, "grad": model.weight.grad.flatten().tolist(), "sent": sent}
+        results.put(row)
+    finally:
+        dist.destroy_process_group()
+
+
 # ------------------------------------------------------------------------ exercises
 # ----------------------------------------------------------- 1: a clamp that survives accumulation and AMP
 def clamp_step(optimizer, scaler, limit=1.0):
@@ -421,12 +475,53 @@ def _check_small(fn: Callable) -> None:
                       f"{_describe(-w)}; it is inside [-1, 1], so leave it as it is.")
 
 
+def _run_overflow(fn: Callable) -> tuple[torch.Tensor, torch.Tensor, float, Any]:
+    """One backward pass through float16 at scale 65536, which overflows: 65536 is above float16's
+    largest value (65504), so both gradients are inf. Then ``fn(optimizer, scaler)``, ``scaler.step``
+    (lr 1) and ``scaler.update()``. Returns the gradient before ``fn``, the weight after the step,
+    the scale after the update and an error from ``scaler.step``, if any."""
+    w = torch.zeros(2, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=1.0)
+    scaler = torch.amp.GradScaler("cpu", init_scale=65536.0)
+    loss = (w.half() * torch.tensor([0.1, -0.2]).half()).sum()  # a float16 computation
+    scaler.scale(loss).backward()
+    before = grad_of(w, "the weight").clone()
+    fn(opt, scaler)
+    try:
+        scaler.step(opt)
+        scaler.update()
+        error = None
+    except RuntimeError as exc:
+        error = exc
+    return before, w.detach().clone(), scaler.get_scale(), error
+
+
+def _check_overflow(fn: Callable) -> None:
+    before, w, scale, error = _run_overflow(fn)
+    if torch.isfinite(before).any():  # the checker's own premise
+        raise AssertionError(f"the float16 overflow did not happen: the gradient is {before.tolist()}")
+    if error is not None:
+        raise Mistake(f"scaler.step(optimizer) failed after your function: {error}")
+    if not torch.equal(w, torch.zeros(2)):
+        moved = [f"{v:.3g}" for v in w.tolist()]
+        raise Mistake(f"the gradients overflowed in float16 (p.grad held {before.tolist()}), yet the optimizer "
+                      f"took a step (the weight moved to [{', '.join(moved)}]) and the scale is {scale:g}: "
+                      "scaler.step never saw the overflow. A clamp in scaled units turns inf into a finite "
+                      "number: call scaler.unscale_(optimizer) before clamping (it records the overflow), or "
+                      "clamp only when every gradient is finite.")
+    if scale != 32768.0:
+        raise Mistake(f"after an overflow the step was skipped, but the scale is {scale:g}, not 32768: "
+                      "leave scaler.update() to the training loop.")
+
+
 clamp = Exercise(
     "A clamp that holds under accumulation and GradScaler",
     [
         ("clamps the gradient summed over 3 micro-batches, without a scaler", _check_accumulated),
         ("clamps the true gradient while GradScaler scales by 65536", _check_scaled),
         ("leaves small gradients alone and lets scaler.step(optimizer) run", _check_small),
+        ("leaves a float16 overflow for scaler.step to find (the step is skipped, the scale halves)",
+         _check_overflow),
     ],
     solution=clamp_step,
 )
