@@ -80,6 +80,29 @@ def test_hygiene(path) -> None:
     assert not problems, f"{path.name}:\n  " + "\n  ".join(problems)
 
 
+#: A closing link: ``**Next:** [NN · Title](NN_name.ipynb)``.
+_NEXT = re.compile(r"\*\*Next:\*\*\s*\[(\d\d) · [^\]]+\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_the_closing_link_leads_to_the_next_notebook(path) -> None:
+    """The last paragraph of every notebook links to the next one in file-name order (``**Next:**``),
+    and that of the last notebook back to 00: a new notebook joins the chain by its file name alone,
+    and its predecessor's closing link has to move on to it."""
+    following = NOTEBOOKS[NOTEBOOKS.index(path) + 1] if path != NOTEBOOKS[-1] else None
+    last = read(path).cells[-1]
+    assert last.cell_type == "markdown", f"{path.name}: the last cell is not the closing text"
+    closing = last.source.strip().split("\n\n")[-1]
+    links = _NEXT.findall(last.source)
+    if following is None:
+        assert not links, f"{path.name} is the last notebook, yet links to a next one: {links}"
+        assert "(00_start_here.ipynb)" in closing, f"{path.name}, the last notebook, does not end with a link to 00"
+    else:
+        assert links == [(following.name[:2], following.name)] and closing.startswith("**Next:**"), \
+            f"{path.name} must end with `**Next:** [{following.name[:2]} · ...]({following.name})`; " \
+            f"its last paragraph is: {closing[:200]!r}"
+
+
 #: A per-run figure's number (what follows the ``≈``).
 _FIGURE = re.compile(r"\u2248([-+]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[-+]?\d+)?%?)")
 
