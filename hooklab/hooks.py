@@ -17,7 +17,6 @@ you register it, not deep inside a forward pass.
 
 from __future__ import annotations
 
-import difflib
 import itertools
 from typing import Any, Callable, ClassVar, Iterator, Mapping, Union
 
@@ -26,30 +25,16 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from .compiled import is_scripted
-from ._signature import (BackwardHook, BackwardPreHook, ForwardHook, ForwardPreHook, HookKind, PostAccumulateGradHook,
-                         TensorHook, check_hook_signature, check_kind, function_name)
+from .inspection import is_registered
+from .kinds import (BackwardHook, BackwardPreHook, ForwardHook, ForwardPreHook, HookKind, PostAccumulateGradHook,
+                    TensorHook, check_hook_signature, check_kind)
+from .naming import closest, function_name
 
 __all__ = ["Hooks", "Registration", "HookOwner", "Target"]
 
 #: What a hook can be registered on: a module, a tensor, or a ``{name: module}`` mapping
 #: (what :func:`hooklab.select` returns) to register the same hook on each of them.
 Target = Union[nn.Module, torch.Tensor, Mapping[str, nn.Module]]
-
-_MODULE_KINDS = ("forward_pre", "forward", "backward_pre", "backward")
-#: The PyTorch method each kind calls, and the options it takes.
-_REGISTER: dict[str, tuple[str, frozenset[str]]] = {
-    "forward_pre": ("register_forward_pre_hook", frozenset({"prepend", "with_kwargs"})),
-    "forward": ("register_forward_hook", frozenset({"prepend", "with_kwargs", "always_call"})),
-    "backward_pre": ("register_full_backward_pre_hook", frozenset({"prepend"})),
-    "backward": ("register_full_backward_hook", frozenset({"prepend"})),
-    "tensor": ("register_hook", frozenset()),
-    "post_accumulate_grad": ("register_post_accumulate_grad_hook", frozenset()),
-}
-
-
-def _live(handle: RemovableHandle) -> bool:  # PyTorch still holds it (it may have been removed directly)
-    hooks_dict = handle.hooks_dict_ref()
-    return hooks_dict is not None and handle.id in hooks_dict
 
 
 class Registration:
@@ -70,7 +55,7 @@ class Registration:
             del self.owner._entries[self.key]
 
     def __len__(self) -> int:
-        return sum(_live(h) for h in self.handles)
+        return sum(is_registered(h) for h in self.handles)
 
     def __enter__(self) -> "Registration":
         return self
@@ -134,13 +119,12 @@ class Hooks:
         if self._replaced:
             raise RuntimeError(f"this Hooks({self.name!r}) was replaced by a newer Hooks({self.name!r}), which removed "
                                "its hooks: register on the newer one (re-run the cell that creates it).")
-        check_kind(kind)
+        spec = check_kind(kind)
         check_hook_signature(fn, kind, with_kwargs=bool(options.get("with_kwargs", False)))
-        method, allowed = _REGISTER[kind]
-        unknown = set(options) - allowed
+        unknown = set(options) - spec.options
         if unknown:
-            raise TypeError(f"{kind} hooks take no option {sorted(unknown)}; allowed: {sorted(allowed) or 'none'}.")
-        targets = _targets(kind, target)
+            raise TypeError(f"{kind} hooks take no option {sorted(unknown)}; allowed: {sorted(spec.options) or 'none'}.")
+        targets = _targets(spec.on, kind, target)
         label = ", ".join(sorted({_label(t) for t in targets}))
         if key is None:
             key = f"{kind}:{label}#{next(Hooks._count)}"
@@ -149,7 +133,7 @@ class Hooks:
         registration = Registration(self, key, kind, label, function_name(fn))
         try:
             for t in targets:
-                registration.handles.append(getattr(t, method)(fn, **options))
+                registration.handles.append(getattr(t, spec.register)(fn, **options))
         except BaseException:
             registration.remove()
             raise
@@ -200,8 +184,8 @@ class Hooks:
     def drop(self, key: str) -> None:
         """Remove the hook registered under ``key``; ``KeyError`` (naming the close keys) if none."""
         if key not in self._entries:
-            close = difflib.get_close_matches(key, list(self._entries), n=3, cutoff=0.3)
-            hint = f" Close keys: {', '.join(map(repr, close))}." if close else ""
+            close = closest(key, list(self._entries), n=3, cutoff=0.3, fallback=False)
+            hint = f" Close keys: {close}." if close else ""
             raise KeyError(f"no hook registered under key {key!r}.{hint} Registered keys: "
                            f"{list(self._entries) or 'none'}.")
         self._entries[key].remove()
@@ -266,7 +250,7 @@ def _label(target: Any) -> str:
     return type(target).__name__
 
 
-def _targets(kind: str, target: Target) -> list[Any]:
+def _targets(on: str, kind: str, target: Target) -> list[Any]:
     if isinstance(target, Mapping):
         if not target:
             raise ValueError("the mapping of modules is empty: nothing to register the hook on. "
@@ -275,7 +259,7 @@ def _targets(kind: str, target: Target) -> list[Any]:
     else:
         targets = [target]
     for t in targets:
-        (_check_module if kind in _MODULE_KINDS else _check_tensor)(kind, t)
+        (_check_module if on == "module" else _check_tensor)(kind, t)
     return targets
 
 
@@ -288,10 +272,10 @@ def _check_module(kind: str, target: Any) -> None:
                         "gradient use hooks.tensor(tensor, fn).")
     if not isinstance(target, nn.Module):
         raise TypeError(f"a {kind} hook goes on an nn.Module, got {type(target).__name__}.")
-    check_hookable_module(target)
+    _check_not_scripted(target)
 
 
-def check_hookable_module(target: nn.Module) -> None:
+def _check_not_scripted(target: nn.Module) -> None:
     """PyTorch refuses hooks on a TorchScript module with a message that does not say what to do."""
     if is_scripted(target):
         raise TypeError("this is a TorchScript module (what torch.jit.script or torch.jit.trace returns): PyTorch "

@@ -37,7 +37,8 @@ from torch import nn
 from .hooks import HookOwner, Hooks, Registration
 from .nested import describe, replace_tensors, tensors_in, unreachable
 from .compiled import check_hookable
-from .selection import _closest, select
+from .naming import closest
+from .selection import select
 
 __all__ = ["Recorder", "Record", "Call", "detach", "watch_calls"]
 
@@ -284,7 +285,7 @@ class Recorder(HookOwner):
     def __getitem__(self, name: str) -> Record:
         if name not in self.records:
             raise KeyError(f"this recorder does not record {name!r}. Closest recorded names: "
-                           f"{_closest(name, list(self.records))}.")
+                           f"{closest(name, list(self.records))}.")
         return self.records[name]
 
     def __iter__(self) -> Iterator[str]:

@@ -17,8 +17,9 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 from torch import nn
 
-from ._signature import HookKind
-from ._table import Table
+from .kinds import KINDS, PASS_KINDS, HookKind
+from .nested import describe
+from .table import Table
 from .compiled import unwrap
 from .hooks import Hooks
 from .selection import select
@@ -29,17 +30,9 @@ ROOT = "(model)"
 
 
 def shape_of(value: Any) -> str:
-    """A short description of a hook argument's shape: ``[1, 4]``, ``([1, 4], None)``."""
-    if isinstance(value, torch.Tensor):
-        return str(list(value.shape))
-    if value is None:
-        return "None"
-    if isinstance(value, (tuple, list)):
-        inner = ", ".join(shape_of(v) for v in value)
-        return f"({inner},)" if len(value) == 1 else f"({inner})"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {shape_of(v)}" for k, v in value.items()) + "}"
-    return type(value).__name__
+    """What a hook argument holds, with its shapes: ``Tensor[1, 4]``, ``tuple(Tensor[1, 4], None)``
+    (:func:`hooklab.nested.describe`)."""
+    return describe(value)
 
 
 @dataclass(frozen=True)
@@ -95,6 +88,15 @@ class Trace(Sequence[Event]):
         return note + self.table().to_html()
 
 
+def _recorder(events: list[Event], kind: str, name: str) -> Callable[..., None]:
+    """A hook of ``kind`` that adds an :class:`Event` for each call, with the shapes of what that
+    kind may replace: args, output, grad_output, grad_input."""
+    def record(module: nn.Module, *args: Any) -> None:
+        seen = args[0] if kind == "backward" else args[-1]
+        events.append(Event(len(events), KINDS[kind].phase, kind, name or ROOT, type(module).__name__, shape_of(seen)))
+    return record
+
+
 def trace(
     model: nn.Module,
     *inputs: Any,
@@ -102,7 +104,7 @@ def trace(
     loss: Callable[[Any], torch.Tensor] | None = None,
     patterns: Sequence[str] = (),
     include_root: bool = True,
-    kinds: Sequence[HookKind] = ("forward_pre", "forward", "backward_pre", "backward"),
+    kinds: Sequence[HookKind] = PASS_KINDS,  # type: ignore[assignment]
 ) -> Trace:
     """Run ``model(*inputs)`` once with a hook of every kind on every module and return the events.
 
@@ -125,24 +127,11 @@ def trace(
     model, note = unwrap(model, "trace")
     modules = select(model, *patterns, include_root=include_root and not patterns)
     events: list[Event] = []
-
-    def make(kind: str, name: str, phase: str) -> Callable:
-        label = name or ROOT
-
-        def record(module: nn.Module, *args: Any) -> None:
-            # show what this kind of hook may replace: args, output, grad_output, grad_input
-            seen = args[0] if kind == "backward" else args[-1]
-            events.append(Event(len(events), phase, kind, label, type(module).__name__, shape_of(seen)))
-
-        return record
-
     with Hooks() as hooks:
         for name, module in modules.items():
             for kind in kinds:
-                phase = "backward" if kind.startswith("backward") else "forward"
-                if phase == "backward" and not backward:
-                    continue
-                hooks.add(kind, module, make(kind, name, phase), key=f"{kind}:{name}")
+                if backward or KINDS[kind].phase == "forward":
+                    hooks.add(kind, module, _recorder(events, kind, name), key=f"{kind}:{name}")
         output = model(*inputs)
         if backward:
             value = loss(output) if loss is not None else output.sum()

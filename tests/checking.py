@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hooklab.checker import Exercise, Verdict
+from hooklab.lab.exercises import Exercise, Verdict
 
 
 def failures(verdict: Verdict) -> str:

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from hooklab.portable import MASK
+from hooklab.claims import MASK
 
 from .nbtools import IGNORE, RAISES, RERUN, SKIP, code_cells, has_marker, malformed_markers, marker_reason, notebooks, read
 

@@ -1,4 +1,4 @@
-"""Printing figures that hold on any CPU: claims, and per-run figures marked ``≈``.
+"""Claims and per-run figures: printing what holds on any CPU (``claim``) and marking what may not (``≈``).
 
 A trained model's digits depend on the machine (other float kernels add up in another order, and
 training amplifies it), yet a stored output must match a fresh run anywhere. So a notebook prints
@@ -17,9 +17,11 @@ False
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
-__all__ = ["PER_RUN", "MASK", "MASKED", "PerRun", "approx", "claim", "is_per_run", "recorded_with"]
+__all__ = ["PER_RUN", "MASK", "MASKED", "PerRun", "approx", "per_run", "show", "claim", "is_per_run", "recorded_with"]
 
 #: The mark of a figure that may differ from machine to machine.
 PER_RUN = "≈"
@@ -72,6 +74,29 @@ class PerRun(float):
         return (PerRun, (float(self), self.spec))
 
 
+def per_run(value: float, digits: int = 4, *, scale: float | None = None) -> float:
+    """A figure out of float arithmetic, as a :class:`PerRun` rounded to ``digits`` significant
+    digits (with ``scale``: to the decimal place of ``scale``'s ``digits``-th digit, so that a mean
+    of ``-2.8e-09`` beside a spread of 1 shows as 0). Zero is ``0.0`` (never ``-0.0``); a value
+    that is not finite (NaN, inf) is returned as it is.
+
+    >>> per_run(0.0028471), per_run(-2.8e-09, scale=1.003), per_run(float("nan"))
+    (≈0.002847, ≈0, nan)
+    """
+    if not math.isfinite(value):
+        return value
+    reference = scale if scale and math.isfinite(scale) else value
+    if reference:
+        value = round(value, digits - 1 - math.floor(math.log10(abs(reference)))) + 0.0
+    return PerRun(value, f".{digits}g")
+
+
+def show(value: Any) -> str:
+    """How a view shows a value: a :class:`PerRun` with its ``≈`` and digits, another float with 4
+    significant digits, anything else as ``str``."""
+    return f"{value:.4g}" if isinstance(value, float) and not isinstance(value, PerRun) else str(value)
+
+
 def claim(text: str, holds: bool) -> str:
     """``"<text>: yes"`` when ``holds``, else ``"<text>: NO"`` (a stored ``NO`` fails the tests)."""
     return f"{text}: {'yes' if holds else 'NO'}"
@@ -83,7 +108,6 @@ def is_per_run(text: str) -> bool:
     >>> is_per_run("≈96.1%"), is_per_run("96.1%"), is_per_run("≈yes")
     (True, False, False)
     """
-    import re
     return re.fullmatch(MASK, text) is not None
 
 
