@@ -68,7 +68,8 @@ def test_solutions_hidden_with_the_switch(monkeypatch: pytest.MonkeyPatch, value
             assert "HOOKLAB_HIDE_SOLUTIONS" in shown, f"{name}: no notice in {shown!r}"
             assert "def " not in shown and "return" not in shown and code not in shown, f"{name} shows code: {shown!r}"
         assert solution.code == HIDDEN_NOTICE and solution.hidden
-        assert ex.check(ex._solution) is not None  # checking still works
+        verdict = ex.check(ex._solution)  # checking still works, and the hidden solution still passes
+        assert verdict.passed, f"{name}: with the solutions hidden, its worked solution fails: {verdict}"
 
 
 def test_the_switch_is_read_when_a_solution_is_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
