@@ -6,7 +6,6 @@ And its exercises: the worked solutions pass, typical mistakes are named precise
 from __future__ import annotations
 
 import doctest
-import time
 
 import pytest
 import torch
@@ -113,10 +112,9 @@ def test_lab_shows_each_failure() -> None:
     assert clipped["every step's update used |grad| ≤ 1 (fc3.weight)"] is True
 
 
-def test_lab_is_repeatable_and_fast() -> None:
-    start = time.perf_counter()
+def test_lab_is_repeatable() -> None:
+    # (how long a setting takes to train is the benchmark's floor: `python3 dev.py bench`, 08 in the browser)
     a = nb08.lab_view(nb08.lab_train(4, True, True, "tensor hook"))
-    assert time.perf_counter() - start < 1.5
     assert a == nb08.lab_view(nb08.lab_train(4, True, True, "tensor hook"))
 
 
