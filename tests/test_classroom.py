@@ -123,6 +123,6 @@ def test_teaching_guide_times_match_the_notebooks() -> None:
         assert stated, f"{path.name} states no time in its first cell"
         row = re.search(rf"^\|\s*{path.name[:2]}\s*\|.*$", guide, re.M)
         assert row, f"TEACHING.md has no row for notebook {path.name[:2]}"
-        assert f"{stated.group(1)} min" in row.group(0), (
+        assert re.search(rf"\|\s*about {stated.group(1)} min\s*\|", row.group(0)), (
             f"TEACHING.md: notebook {path.name[:2]} says about {stated.group(1)} minutes; its row says {row.group(0)}")
     assert "HOOKLAB_HIDE_SOLUTIONS=1" in guide and "Presentation Mode" in guide
