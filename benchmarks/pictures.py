@@ -44,7 +44,7 @@ def _pictures() -> dict[str, tuple[Any, Callable[[int], bytes]]]:
     layers = ["relu1", "relu2", "relu3"]
     return {
         "02 gradient bars (LiveBars)": (
-            bars.fig, lambda i: bars.png({"plain 2·v": values, "lab_v.grad": [g * (0.5 + 0.5 * (i % 2)) for g in values]})),
+            bars.fig, lambda i: bars.png({"plain 2·v": values, "lab_v.grad": [g * (1 + i % 2) / 2 for g in values]})),
         "04 weight and output (LiveWeights)": (
             weights.fig, lambda i: weights.png(weight * (weight.abs() > 0.02 * (i % 5)), reference)),
         "06 histogram and gradient norms (LabPicture)": (
