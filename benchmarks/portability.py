@@ -2,7 +2,7 @@
 
 A trained model's digits change with the machine (other float kernels, another thread count):
 that is why the notebooks print claims that hold everywhere and mark per-run figures with ``≈``
-(:mod:`hooklab.portable`), which the tests mask. ``python3 dev.py test`` and
+(:mod:`hooklab.claims`), which the tests mask. ``python3 dev.py test`` and
 ``python3 dev.py test --other-cpu`` check the stored outputs for the notebooks' own seed on two
 kernel sets. This section goes further: it executes every notebook that trains a model with
 *other* seeds (:data:`hooklab.course.shapes.SEED`), each under this CPU's kernels and under the other

@@ -13,6 +13,8 @@ mask with :data:`MASK` (as ``tests/nbval_sanitize.cfg`` does) and which is never
 True
 >>> mask("accuracy ≈96.1% (≥ 90%: yes)") == mask("accuracy ≈86.1% (≥ 90%: NO)")
 False
+>>> mask("loss ≈-3.84e-05"), mask("share ≈96.1%")
+('loss<per-run figure -#e->', 'share<per-run figure #%>')
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ __all__ = ["PER_RUN", "MASK", "MASKED", "PerRun", "approx", "per_run", "show", "
 #: The mark of a figure that may differ from machine to machine.
 PER_RUN = "≈"
 
-#: What the tests mask: ``≈``, the number after it (point, exponent, ``%``) and the spaces around
-#: it (so a table's padding cannot differ); never a word (``≈yes``). ``\u2248`` is ``≈``.
-MASK = r"[ \t]*\u2248[-+]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[-+]?\d+)?%?[ \t]*"
-#: What a masked figure becomes.
-MASKED = "<per-run figure>"
+#: What the tests mask: the digits of the number after ``≈`` (with its point and its exponent's
+#: digits) and the spaces around it (so a table's padding cannot differ); never a word (``≈yes``).
+#: The number's sign, its exponent's sign and a ``%`` stay, through the groups. ``\u2248`` is ``≈``.
+MASK = r"[ \t]*\u2248([-+]?)\d+(?:,\d{3})*(?:\.\d+)?(?:(e[-+]?)\d+)?(%?)[ \t]*"
+#: What a masked figure becomes (``#`` for its digits): ``≈-3.84e-05`` becomes
+#: ``<per-run figure -#e->``, ``≈96.1%`` becomes ``<per-run figure #%>``.
+MASKED = r"<per-run figure \1#\2\3>"
 
 
 def approx(value: Any, spec: str = ".3g") -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 import torch
 from torch import nn
@@ -185,7 +187,13 @@ def test_callbacks_order_handles_and_context():
 
 
 # ---------------------------------------------------------------- data and plots
-def test_data_helpers_are_offline_and_repeatable():
+def test_data_helpers_are_offline_and_repeatable(monkeypatch):
+    def no_network(*args, **kwargs):
+        raise AssertionError(f"a data helper opened a network connection: {args}")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)  # every TCP/UDP connection, urllib's too
+    monkeypatch.setattr(socket.socket, "connect_ex", no_network)
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)  # and every name lookup
     a, b = hooklab.course.data.tiny_mlp(), hooklab.course.data.tiny_mlp()
     assert torch.equal(a[0].weight, b[0].weight)
     assert [type(m).__name__ for m in a] == ["Linear", "ReLU", "Linear"]
