@@ -1,18 +1,13 @@
-"""What hooks are registered right now: on a model's modules, on its parameters and buffers, and
-the global module hooks. The leak detector.
+"""What hooks are registered right now, the leak detector: on a model's modules, on its parameters
+and buffers, and the global module hooks. It cannot see a hook on a tensor the model does not hold
+(an activation, a loss: it lives and dies with that tensor), nor one on an autograd node
+(``grad_fn.register_hook``), which PyTorch keeps in C++.
 
-It reads the dicts in which PyTorch keeps hooks (:data:`hooklab.kinds.KINDS` names them): every
-module's, and those of each parameter and buffer (``register_hook`` fills ``_backward_hooks``,
-``register_post_accumulate_grad_hook`` ``_post_accumulate_grad_hooks``). It cannot see a hook on a
-tensor the model does not hold (an activation, a loss: that hook lives and dies with the tensor
-and its graph), nor a hook on an autograd node (``grad_fn.register_hook``), which PyTorch keeps in
-C++.
-
-This is the one module of hooklab that reads PyTorch's private attributes: the hook dicts of
-``nn.Module``, ``torch.Tensor`` and ``torch.nn.modules.module`` (the global ones),
+The one module of hooklab that reads PyTorch's private attributes: the hook dicts of ``nn.Module``,
+``torch.Tensor`` and ``torch.nn.modules.module`` (named in :data:`hooklab.kinds.KINDS`),
 ``Module._is_full_backward_hook``, ``Module._parameters`` and ``_buffers``, ``Tensor._version``
-(:func:`version`), ``RemovableHandle.hooks_dict_ref`` and ``.id`` (:func:`is_registered`), and the
-function ``torch._C._current_graph_task_id`` (:func:`in_backward`).
+(:func:`version`), ``RemovableHandle.hooks_dict_ref`` and ``.id`` (:func:`is_registered`), and
+``torch._C._current_graph_task_id`` (:func:`in_backward`).
 
 >>> import torch.nn as nn, hooklab
 >>> layer = nn.Linear(2, 2)
@@ -30,7 +25,7 @@ weight   tensor   <lambda>
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -56,9 +51,8 @@ def hook_dicts(module: nn.Module) -> dict[str, dict[int, Any]]:
 
 
 def own_tensors(module: nn.Module) -> list[torch.Tensor]:
-    """The parameters and buffers ``module`` holds itself (not its children's): what
-    ``parameters(recurse=False)`` and ``buffers(recurse=False)`` give, read from PyTorch's dicts
-    without their generator machinery (a live panel asks at every update)."""
+    """``module``'s own parameters and buffers (``parameters(recurse=False)`` and the buffers),
+    read from PyTorch's dicts without their generator machinery: a live panel asks at every update."""
     return [t for t in itertools.chain(module._parameters.values(), module._buffers.values()) if t is not None]
 
 
@@ -74,10 +68,8 @@ def is_registered(handle: RemovableHandle) -> bool:
 
 
 def in_backward() -> bool:
-    """Whether the code that calls it runs inside a backward pass (an activation checkpoint
-    recomputing its segment, for one): PyTorch's id of the running backward pass,
-    ``torch._C._current_graph_task_id()``, is -1 outside one. A private function, checked against
-    torch 2.14.1.
+    """Whether the code that calls it runs inside a backward pass (a checkpoint recomputing its
+    segment, for one): ``torch._C._current_graph_task_id()`` is -1 outside one (torch 2.14.1).
 
     >>> in_backward()
     False
@@ -90,8 +82,12 @@ def _name(fn: Any) -> str:
     return function_name(inner if callable(inner) and not isinstance(fn, nn.Module) else fn)
 
 
-def _tensors(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    return itertools.chain(model.named_parameters(), model.named_buffers())
+def _on_tensor(t: torch.Tensor) -> list[tuple[str, Any]]:
+    return [(k.name, fn) for k in _TENSOR_KINDS for fn in (getattr(t, k.stored_in, None) or {}).values()]
+
+
+def _global() -> list[tuple[str, Any]]:
+    return [(k.name, fn) for k in _MODULE_KINDS if k.global_dict for fn in getattr(module_globals, k.global_dict).values()]
 
 
 class HookReport(Table):
@@ -99,56 +95,41 @@ class HookReport(Table):
 
     def count(self, kind: str | None = None, module: str | None = None) -> int:
         """How many hooks, optionally only of one kind and/or on one module or tensor (``"0.weight"``)."""
-        return sum(1 for m, k, _ in self.rows if (kind is None or k == kind) and (module is None or m == module))
+        return sum(1 for m, k, _ in self.rows if kind in (None, k) and module in (None, m))
 
     def to_text(self) -> str:
         return super().to_text() if self.rows else "no hooks registered"
 
 
 def _check(model: object) -> None:
-    if not isinstance(model, nn.Module):
+    if model is not None and not isinstance(model, nn.Module):
         raise TypeError(f"expected an nn.Module, got {type(model).__name__}.")
 
 
 def registered_hooks(model: nn.Module | None = None, *, include_global: bool = True) -> HookReport:
-    """Every hook on ``model``'s modules, parameters and buffers (and the global module hooks), as a table.
-
-    The first column names the module (the root is ``(model)``), or for a hook on a parameter or
-    buffer that tensor (``0.weight``, kind ``tensor`` or ``post_accumulate_grad``). Global hooks
-    (``torch.nn.modules.module.register_module_forward_hook`` and friends) show as ``(global)``.
-    Hooks on intermediate tensors and on autograd nodes are not listed (see the module docstring).
-    """
+    """Every hook on ``model``'s modules (the root is ``(model)``), on its parameters and buffers (by
+    name, ``0.weight``), and the global module hooks (``(global)``), as a table."""
+    _check(model)
     rows: list[list[str]] = []
-    if model is not None:
-        _check(model)
-        for name, module in model.named_modules():
-            for kind, hooks in hook_dicts(module).items():
-                label = "backward (deprecated)" if kind == "backward" and module._is_full_backward_hook is False else kind
-                rows += [[name or "(model)", label, _name(fn)] for fn in hooks.values()]
-        for name, tensor in _tensors(model):
-            for k in _TENSOR_KINDS:
-                rows += [[name, k.name, _name(fn)] for fn in (getattr(tensor, k.stored_in, None) or {}).values()]
-    if include_global:
-        for k in _MODULE_KINDS:
-            if k.global_dict:
-                rows += [[GLOBAL, k.name, _name(fn)] for fn in getattr(module_globals, k.global_dict, {}).values()]
+    for name, module in model.named_modules() if model is not None else []:
+        for kind, hooks in hook_dicts(module).items():
+            label = "backward (deprecated)" if kind == "backward" and module._is_full_backward_hook is False else kind
+            rows += [[name or "(model)", label, _name(fn)] for fn in hooks.values()]
+    tensors = itertools.chain(model.named_parameters(), model.named_buffers()) if model is not None else []
+    rows += [[name, kind, _name(fn)] for name, t in tensors for kind, fn in _on_tensor(t)]
+    rows += [[GLOBAL, kind, _name(fn)] for kind, fn in (_global() if include_global else [])]
     return HookReport(["module", "kind", "function"], rows)
 
 
 def count_hooks(model: nn.Module | None = None, *, include_global: bool = True) -> int:
-    """The number of hooks :func:`registered_hooks` lists: on ``model``'s modules, parameters and
-    buffers, plus the global ones (counted without building the table: a live panel counts them
-    at every update)."""
-    count = 0
-    if model is not None:
-        _check(model)
-        seen: set[int] = set()
-        for module in model.modules():
-            count += sum(len(hooks) for hooks in hook_dicts(module).values())
-            for tensor in own_tensors(module):
-                if id(tensor) not in seen:  # a tensor shared by two modules (tied weights) counts once
-                    seen.add(id(tensor))
-                    count += sum(len(getattr(tensor, k.stored_in, None) or {}) for k in _TENSOR_KINDS)
-    if include_global:
-        count += sum(len(getattr(module_globals, k.global_dict, None) or {}) for k in _MODULE_KINDS if k.global_dict)
-    return count
+    """How many hooks :func:`registered_hooks` lists (counted without building the table: a live
+    panel counts them at every update)."""
+    _check(model)
+    count, seen = 0, set[int]()
+    for module in model.modules() if model is not None else []:
+        count += sum(len(hooks) for hooks in hook_dicts(module).values())
+        for t in own_tensors(module):
+            if id(t) not in seen:  # a tensor shared by two modules (tied weights) counts once
+                seen.add(id(t))
+                count += len(_on_tensor(t))
+    return count + (len(_global()) if include_global else 0)

@@ -1,7 +1,6 @@
-"""The kinds of hook, in one table: what registers each, what PyTorch passes it and lets it return,
-where PyTorch keeps it, and how a timeline draws it. Registration (:class:`hooklab.Hooks`), the
-signature check below, :func:`hooklab.registered_hooks`, :func:`hooklab.trace` and the timeline
-plot all read :data:`KINDS`.
+"""The kinds of hook in one table (:data:`KINDS`): what registers each, what PyTorch passes it and
+lets it return, where PyTorch keeps it, its timeline colour. :class:`hooklab.Hooks`, the signature
+check below, :func:`hooklab.registered_hooks`, :func:`hooklab.trace` and the timeline read it.
 
 >>> KINDS["forward"].register, expected_signature("forward")
 ('register_forward_hook', 'hook(module, args, output)')
@@ -11,24 +10,20 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Optional, Protocol, Tuple
-
-import torch
-from torch import nn
+from typing import Callable, Literal
 
 from .naming import closest, function_name
 
-__all__ = ["Kind", "KINDS", "HookKind", "check_kind", "check_hook_signature", "expected_signature",
-           "ForwardPreHook", "ForwardHook", "BackwardPreHook", "BackwardHook", "TensorHook", "PostAccumulateGradHook"]
+__all__ = ["Kind", "KINDS", "PASS_KINDS", "HookKind", "check_kind", "check_hook_signature", "expected_signature"]
 
 #: The kinds :class:`hooklab.Hooks` registers, one per PyTorch ``register_*`` method.
 HookKind = Literal["forward_pre", "forward", "backward_pre", "backward", "tensor", "post_accumulate_grad"]
-Grads = Tuple[Optional[torch.Tensor], ...]
 
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of hook."""
+    """One kind of hook (``global_dict``: the dict of global hooks of this kind in
+    ``torch.nn.modules.module``; ``via_hooks``: False for those :class:`hooklab.Hooks` only lists)."""
 
     name: str
     on: str  # "module" or "tensor": what it is registered on
@@ -37,9 +32,9 @@ class Kind:
     params: tuple[str, ...]  # what PyTorch passes the hook
     returns: str  # what the hook may return
     stored_in: str  # the dict on the module or tensor where PyTorch keeps it
-    global_dict: str | None = None  # the dict of the global hooks of this kind (torch.nn.modules.module)
-    colour: str | None = None  # its colour on a timeline (hooklab.plots.timeline)
-    via_hooks: bool = True  # registered through hooklab.Hooks (state-dict hooks are listed only)
+    global_dict: str | None = None
+    colour: str | None = None  # on a timeline (hooklab.plots.timeline)
+    via_hooks: bool = True
 
     @property
     def phase(self) -> str:
@@ -53,12 +48,8 @@ class Kind:
         return self.params
 
 
-def _kinds(*kinds: Kind) -> dict[str, Kind]:
-    return {k.name: k for k in kinds}
-
-
 _PRE = frozenset({"prepend", "with_kwargs"})
-KINDS: dict[str, Kind] = _kinds(
+KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("forward_pre", "module", "register_forward_pre_hook", _PRE, ("module", "args"),
          "None, or the new input (a tuple, or one value that PyTorch wraps in a tuple)", "_forward_pre_hooks",
          "_global_forward_pre_hooks", "#8fb8de"),
@@ -81,40 +72,10 @@ KINDS: dict[str, Kind] = _kinds(
           "error_msgs"), "None", "_load_state_dict_pre_hooks", via_hooks=False),
     Kind("load_state_dict_post", "module", "register_load_state_dict_post_hook", frozenset(),
          ("module", "incompatible_keys"), "None", "_load_state_dict_post_hooks", via_hooks=False),
-)
+)}
 #: The module kinds a forward and backward pass runs, in the order a trace lists them.
 PASS_KINDS: tuple[str, ...] = ("forward_pre", "forward", "backward_pre", "backward")
 assert set(HookKind.__args__) == {k.name for k in KINDS.values() if k.via_hooks}  # type: ignore[attr-defined]
-
-
-class ForwardPreHook(Protocol):
-    """``hook(module, args)`` -> ``None`` or new args: ``nn.Module.register_forward_pre_hook``."""
-    def __call__(self, module: nn.Module, args: Tuple[Any, ...], /) -> Any: ...
-
-
-class ForwardHook(Protocol):
-    """``hook(module, args, output)`` -> ``None`` or a new output: ``nn.Module.register_forward_hook``."""
-    def __call__(self, module: nn.Module, args: Tuple[Any, ...], output: Any, /) -> Any: ...
-
-
-class BackwardPreHook(Protocol):
-    """``hook(module, grad_output)`` -> ``None`` or a new grad_output: ``register_full_backward_pre_hook``."""
-    def __call__(self, module: nn.Module, grad_output: Grads, /) -> Any: ...
-
-
-class BackwardHook(Protocol):
-    """``hook(module, grad_input, grad_output)`` -> ``None`` or a new grad_input: ``register_full_backward_hook``."""
-    def __call__(self, module: nn.Module, grad_input: Grads, grad_output: Grads, /) -> Any: ...
-
-
-class TensorHook(Protocol):
-    """``hook(grad)`` -> ``None`` or a new gradient: ``Tensor.register_hook``."""
-    def __call__(self, grad: torch.Tensor, /) -> Optional[torch.Tensor]: ...
-
-
-class PostAccumulateGradHook(Protocol):
-    """``hook(param)`` -> ``None`` (it may change ``param.grad`` in place): ``register_post_accumulate_grad_hook``."""
-    def __call__(self, param: torch.Tensor, /) -> None: ...
 
 
 def check_kind(kind: str) -> Kind:
@@ -141,10 +102,9 @@ def _describe(fn: Callable) -> str:
 
 
 def check_hook_signature(fn: Callable, kind: str, with_kwargs: bool = False) -> None:
-    """Raise ``TypeError`` unless ``fn`` can be called with the arguments PyTorch passes a hook of
-    this kind. A bound method counts without ``self``; ``*args`` accepts any number.
+    """A ``TypeError`` that says what to write, unless ``fn`` takes what PyTorch passes a hook of
+    this kind (a bound method counts without ``self``; ``*args`` takes any number).
 
-    >>> check_hook_signature(lambda grad: grad * 2, "tensor")
     >>> check_hook_signature(lambda module, output: None, "forward")
     Traceback (most recent call last):
     ...

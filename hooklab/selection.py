@@ -2,8 +2,8 @@
 
 >>> import torch.nn as nn, hooklab
 >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
->>> list(hooklab.select(model, type=nn.Linear))
-['0', '2']
+>>> list(hooklab.select(model, type=nn.Linear)), list(hooklab.select(model, "?", where=lambda n, m: n != "1"))
+(['0', '2'], ['0', '2'])
 >>> hooklab.module(model, "2")
 Linear(in_features=8, out_features=2, bias=True)
 """
@@ -24,11 +24,8 @@ _GLOB_CHARS = set("*?[")
 
 
 def module_names(model: nn.Module) -> dict[nn.Module, str]:
-    """``{module: qualified name}`` for every module in ``model`` (the root is ``""``).
-
-    Build it once and look names up in it, instead of rebuilding ``dict(model.named_modules())``
-    for every layer. A module reused in two places keeps its first name.
-    """
+    """``{module: qualified name}`` for every module (the root is ``""``; a module reused in two places
+    keeps its first name): build it once, instead of ``dict(model.named_modules())`` per layer."""
     _check_model(model)
     return {m: name for name, m in model.named_modules()}
 
@@ -65,30 +62,14 @@ def _matching(model: nn.Module, pattern: str, names: list[str]) -> list[str]:
     raise KeyError(f"{model.__class__.__name__} has no module named {pattern!r}. Closest names: {closest(pattern, names)}.")
 
 
-def select(
-    model: nn.Module,
-    *patterns: str,
-    type: type[nn.Module] | tuple[type[nn.Module], ...] | None = None,
-    where: Callable[[str, nn.Module], bool] | None = None,
-    leaves: bool = False,
-    include_root: bool = False,
-) -> dict[str, nn.Module]:
-    """Modules of ``model`` as ``{name: module}``, in ``named_modules()`` order.
-
-    Args:
-        patterns: exact names (``"layer1.0.conv1"``; ``""`` is the model itself) or globs
-            (``"layer*.conv1"``, ``"*conv*"``); none: every module. An unknown name, or a glob that
-            matches nothing, raises ``KeyError`` listing the closest real names.
-        type: keep only modules of this type (or tuple of types).
-        where: keep only modules for which ``where(name, module)`` is true.
-        leaves: keep only modules without children (a model without children is its own leaf).
-        include_root: include the model itself (named ``""``) when no pattern is given.
-
-    >>> import torch.nn as nn, hooklab
-    >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-    >>> list(hooklab.select(model, "?", where=lambda name, m: not isinstance(m, nn.ReLU)))
-    ['0', '2']
-    """
+def select(model: nn.Module, *patterns: str, type: type[nn.Module] | tuple[type[nn.Module], ...] | None = None,
+           where: Callable[[str, nn.Module], bool] | None = None, leaves: bool = False,
+           include_root: bool = False) -> dict[str, nn.Module]:
+    """Modules of ``model`` as ``{name: module}``, in ``named_modules()`` order: those ``patterns``
+    name (exact names, ``""`` for the model itself, or globs such as ``"layer*.conv1"``; none: every
+    module, the model too with ``include_root``), of ``type``, for which ``where(name, module)`` holds,
+    without children if ``leaves`` (a model without children is its own leaf). An unknown name, or a
+    glob that matches nothing, raises ``KeyError`` listing the closest real names."""
     _check_model(model)
     check_hookable(model, "select")
     named = list(model.named_modules())

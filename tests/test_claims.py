@@ -105,7 +105,7 @@ def test_no_mask_hides_a_change_in_a_stored_output(where, text):
     base = sanitized(text)
     changes = [text[:i] + str((int(c) + 1) % 10) + text[i + 1:]
                for i, c in enumerate(text) if c.isdigit() and i not in inside]
-    for m in re.finditer(portable.MASK, text):  # a figure's sign, its exponent's sign, its unit
+    for m in re.finditer(claims.MASK, text):  # a figure's sign, its exponent's sign, its unit
         sign, exponent, unit = m.span(1), m.span(2), m.span(3)
         flip = {"": "-", "-": "", "+": "-"}
         changes.append(text[:sign[0]] + flip[m.group(1)] + text[sign[1]:])

@@ -1,17 +1,9 @@
-"""A live lab for any model: ``hooklab.explore(model, example)``.
-
-Pick a module by name (a filter narrows a long list), see what comes out of it, switch
-interventions on and off, and watch the model's final output move. Everything it shows comes
-from the hooks the course teaches:
-
-* what a module outputs: a **forward hook** on it reads the output (its structure, shape, dtype,
-  how often the module runs per forward pass, mean, std, share of zeros, a histogram and, for a
-  4-D output, the first feature maps);
-* the gradient of a target with respect to that output: a **tensor hook registered from the
-  forward hook** on the output, filled by one backward pass (an in-place ReLU after the module
-  does not get in the way, as a full backward hook's would);
-* an intervention (zero, add noise, scale, clamp): one **forward hook** on the chosen module that
-  returns the edited output, registered when you tick its box and removed when you untick it.
+"""A live lab for any model: ``hooklab.explore(model, example)``. Pick a module (a filter narrows a
+long list), read what comes out of it, switch interventions on and off, watch the output move.
+Everything it shows comes from the hooks the course teaches: a **forward hook** reads each module's
+output; a **tensor hook registered from it** gets the gradient of a target with respect to that
+output (next to an in-place ReLU too); an intervention is one **forward hook** on the module picked
+that returns the edited output, registered when its box is ticked, removed when it is unticked.
 
 >>> import torch, torch.nn as nn, hooklab
 >>> _ = torch.manual_seed(0)
@@ -26,15 +18,7 @@ from the hooks the course teaches:
 >>> panel.remove(); hooklab.count_hooks(model)
 0
 
-What does not change is not computed again (:mod:`hooklab.lab.passes`): one pass with autograd at
-the start records every module; picking another module reads from that record. An intervention
-runs the model once per combination of module and interventions (plus once, at the first, without
-any edit: the output the others are compared with); results are kept, so going back to an earlier
-combination costs nothing. If the weights or the example change in place, the record is made
-again at the next update. Every pass runs in eval mode, with the transformer fast path off; a
-compiled model is explored through its eager module, a TorchScript one refused
-(:mod:`hooklab.compiled`). What explore cannot do it says in the view: an output it cannot reach
-into, an output whose shapes changed or that is empty.
+How the model is run, and what is computed when: :mod:`hooklab.lab.passes`.
 """
 
 from __future__ import annotations
@@ -74,34 +58,22 @@ def _is_scores(path: str, t: torch.Tensor, top: int) -> bool:
 
 
 class Explorer:
-    """The live panel :func:`explore` returns: it builds a :class:`hooklab.Panel` (``.panel``) and
-    runs the model through :class:`hooklab.lab.passes.Passes` (``.passes``).
+    """The live panel :func:`explore` returns: a :class:`hooklab.Panel` (``.panel``) over the model's
+    passes (``.passes``). Controls (names for ``set``): ``filter``; ``module`` (``""``: the model);
+    the boxes ``zero``, ``noise``, ``scale``, ``clamp`` and their sliders ``noise_std``, ``factor``,
+    ``limit`` (noise and clamp in standard deviations of the output). Boxes ticked together run in
+    tick order.
 
-    Controls (their names for ``set``): ``filter`` (narrows the module list: a glob such as
-    ``layer1.*``, a type such as ``Conv2d``, ``leaf`` or ``container``, or any part of a name),
-    ``module`` (a qualified name, ``""`` for the model itself), the checkboxes ``zero``, ``noise``,
-    ``scale``, ``clamp`` and their sliders ``noise_std`` (noise of that many standard deviations of
-    the output), ``factor`` and ``limit`` (clamp to ± that many standard deviations). Each ticked box
-    is one forward hook on the chosen module; boxes ticked together run in the order they were
-    ticked, whatever slider or module moves afterwards.
-
-    The view's rows: ``runs`` (when explore runs something else than the model as called: a
-    compiled model's eager module, or training-mode modules in eval mode), the module's type, how
-    many modules the filter lists, its calls per forward, its output's structure, then for the first
-    floating-point tensor in it (``statistics of``) its shape, dtype, mean, std and share of exact
-    zeros; the norm of the gradient of ``target`` with respect to the output (all its tensors, from
-    the record); the interventions that are on (and any that could not reach a tensor, with the
-    reason); how far the final output moved (``output change``: the norm of the difference from the
-    output without interventions; ``relative change``: divided by that output's norm; a dash and
-    the reason when nothing was edited, the shapes changed or the output is empty); the top scores
-    when the output is a batch of scores (``[batch, classes]``, or a ``logits``/``scores`` entry of
-    that shape); and the hooks on the model.
-
-    Figures out of the model's float arithmetic are :class:`hooklab.claims.PerRun` floats: numbers
-    for code (``state["std"] > 0``), shown ``≈0.4402``, because another CPU may compute another last
-    digit. Exact by construction, and shown as plain numbers: shapes, counts, indices, ``0.0`` for
-    the changes without interventions, ``zeros`` of exactly 0 or 1, mean and std ``0.0`` of an
-    all-zero output, a relative change of ``1.0`` when the final output is all zeros.
+    The rows: ``runs`` (when explore runs a compiled model's eager module, or a model in training
+    mode in eval mode), the module's type, how many modules are listed, its calls per forward, its
+    output's structure; for the first floating-point tensor in it (``statistics of``) shape, dtype,
+    mean, std, share of exact zeros; the norm of the gradient of ``target`` with respect to the
+    output; the interventions (and why one could not edit anything); ``output change`` (the norm of
+    the difference from the output without interventions, ``relative change`` over its norm, or a
+    dash and why: nothing edited, shapes changed, an empty output); the top scores of a
+    ``[batch, classes]`` output (or ``logits``/``scores`` entry); the hooks on the model. Figures
+    out of float arithmetic are :class:`hooklab.claims.PerRun` (``≈``: another CPU may compute
+    another last digit); counts, shapes and exact zeros are plain numbers.
     """
 
     def __init__(self, model: nn.Module, example: Example, *, target: Callable[[Any], torch.Tensor] | None = None,
@@ -357,28 +329,15 @@ def _statistics(s: Any, digits: int) -> dict[str, Any]:
 
 def explore(model: nn.Module, example: Example, *, target: Callable[[Any], torch.Tensor] | None = None,
             module: str | None = None, name: str | None = None, threads: int | None = 1) -> Explorer:
-    """A live panel for any model: pick a module, see what flows out of it, intervene.
+    """A live panel for any model (see :class:`Explorer`).
 
-    Args:
-        model: any ``nn.Module``. Its passes run in eval mode: a module in training mode is switched
-            to eval mode for each pass and back afterwards, and the view says so. A compiled model
-            (``torch.compile``) is explored through its eager module, ``model._orig_mod`` (hooks
-            inside a compiled model do not run), and the view says so too. A TorchScript module
-            raises ``TypeError`` (it takes no Python hooks): explore the module you scripted.
-        example: what to run the model on: a tensor, a tuple of positional arguments, or an
-            ``(args, kwargs)`` pair such as ``((tokens,), {"src_key_padding_mask": pad})``
-            (keyword arguments only: ``((), {"x": x})``).
-        target: ``target(output) -> a one-element tensor``, whose gradient with respect to each
-            module's output the panel shows (default: the sum of the output, :func:`sum_target`).
-        module: the module shown first (default: the first one that runs).
-        name: the panel's name; building another panel of this name (re-running the cell)
-            closes the older one first (its hooks removed, its widgets closed, its model let go).
-            Default: the title, ``"Explore <model class>"``.
-        threads: PyTorch threads while the panel runs the model (restored afterwards); ``None``
-            uses PyTorch's setting.
-
-    Returns the :class:`Explorer`; show it by ending a cell with it, drive it with
-    ``panel.set(...)``, take its hooks off with ``panel.remove()``; ``panel.close()`` also closes
-    its widgets and lets go of the model.
+    ``example``: a tensor, a tuple of positional arguments, or an ``(args, kwargs)`` pair such as
+    ``((tokens,), {"src_key_padding_mask": pad})``. ``target(output)`` returns the one number whose
+    gradient the panel shows (default :func:`sum_target`). ``module``: the one shown first. ``name``:
+    building another panel of this name (its cell run again) closes the older one. ``threads``:
+    PyTorch threads while it runs the model (``None``: as set). Every pass runs in eval mode (the
+    view says when the model was not); a compiled model is explored through ``model._orig_mod``; a
+    TorchScript module raises ``TypeError``. ``panel.remove()`` takes its hooks off;
+    ``panel.close()`` also closes its widgets and lets go of the model.
     """
     return Explorer(model, example, target=target, module=module, name=name, threads=threads)
