@@ -391,12 +391,10 @@ def _md_notebooks(n: dict[str, Any]) -> list[str]:
         f"In the kernel that ran the notebook, every open `hooklab.Panel` driven from Python: "
         f"{n['changes_per_panel']} changes per panel, its controls in turn (toggles on/off, sliders between min "
         "and max, dropdowns through their options), each `panel.set(...)` timed from the value change to the view rebuilt (hooks "
-        "re-registered, the view and plot rendered, the widget values updated). Of that, `refresh` is the "
-        "time spent rebuilding the view (`panel.last_update_ms`), and `plot` the part of it spent drawing "
-        "the plot and encoding it as PNG.",
+        "re-registered, the view and plot rendered, the widget values updated), from outside the panel.",
         "",
-        "| notebook | panel | controls | changes | median ms | worst ms | refresh median ms | plot median ms |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| notebook | panel | controls | changes | median ms | worst ms |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for r in n["notebooks"]:
         for p in r["panels"]:
@@ -404,10 +402,9 @@ def _md_notebooks(n: dict[str, Any]) -> list[str]:
                              f" (not changed: {', '.join(p['skipped'])})" if p.get("skipped") else "",
                              f" ({p['not_updated']} changes without an update)" if p["not_updated"] else ""])
             lines.append(f"| {r['notebook'][:2]} | {p['panel']}{' (with plot)' if p['plot'] else ''}{flags} | "
-                         f"{', '.join(p['controls'])} | {p['changes']} | {_ms(p['median_ms'])} | "
-                         f"{_ms(p['worst_ms'])} | {_ms(p['render_median_ms'])} | {_ms(p.get('plot_median_ms'))} |")
+                         f"{', '.join(p['controls'])} | {p['changes']} | {_ms(p['median_ms'])} | {_ms(p['worst_ms'])} |")
         if not r["panels"]:
-            lines.append(f"| {r['notebook'][:2]} | (no open panel) | | | | | | |")
+            lines.append(f"| {r['notebook'][:2]} | (no open panel) | | | | |")
     return lines
 
 

@@ -41,7 +41,7 @@ from typing import Any
 CHANGED = "<changed>"
 SAME = "<same>"
 FIRST = "<as after the first step>"
-#: A per-run figure's number (what follows the ``≈``), as hooklab.portable.approx prints it.
+#: A per-run figure's number (what follows the ``≈``), as hooklab.claims.approx prints it.
 FIGURE = re.compile(r"\u2248([-+]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[-+]?\d+)?)%?")
 
 
@@ -82,6 +82,7 @@ SCALE, FACTOR, ZERO = "scale layer 0's output", "factor", "zero the input"
 NORM2_0, NORM2_1 = "encoder.layers.0.norm2 · LayerNorm · leaf", "encoder.layers.1.norm2 · LayerNorm · leaf"
 CONV1, BN2_4_1 = "conv1 · Conv2d · leaf", "layer4.1.bn2 · BatchNorm2d · leaf"
 RELU_1_0 = "layer1.0.relu · ReLU · leaf · called 2×"
+BN1_4_0, LINEAR2_0 = "layer4.0.bn1 · BatchNorm2d · leaf", "encoder.layers.0.linear2 · Linear · leaf"
 #: The controls of every hooklab.explore panel, in order.
 EXPLORE_CONTROLS = ["filter", "module", "zero its output", "add noise", "noise (× std)", "scale its output",
                     "factor", "clamp its output", "clamp at ± (× std)"]
@@ -253,8 +254,12 @@ EXPECTATIONS: dict[str, dict[str, Any]] = {
             Step("more noise",
                  {"noise (× std)": 2.0},
                  {"std": CHANGED, "interventions": "noise 2×std", "output change": CHANGED}),
-            Step("the filter lists four BatchNorms of layer4; the first is picked, the noise moves with it",
+            Step("the filter lists four BatchNorms of layer4 and keeps layer1.0.relu picked (listed first)",
                  {"filter": "layer4.*.bn?"},
+                 {"listed": "4 of 68 match 'layer4.*.bn?', and 'layer1.0.relu', picked", "type": "ReLU · leaf",
+                  "shape": "[1, 64, 28, 28]", "output change": SAME, "hooks on the model": "1"}),
+            Step("pick the first of the four: the noise moves with it",
+                 {"module": BN1_4_0},
                  {"listed": "4 of 68 match 'layer4.*.bn?'", "type": "BatchNorm2d · leaf", "shape": "[1, 512, 4, 4]",
                   "std": CHANGED, "output change": CHANGED, "hooks on the model": "1"}),
             Step("noise off, the whole list, back to conv1: the start again",
@@ -364,8 +369,12 @@ EXPECTATIONS: dict[str, dict[str, Any]] = {
             Step("the zero hook follows the module picked",
                  {"module": NORM2_1},
                  {"output change": [CHANGED, About("≈0.798", within=0.008)], "hooks on the model": "1"}),
-            Step("the filter lists the two linear2 layers; the first is picked, the hook moves with it",
+            Step("the filter lists the two linear2 layers and keeps encoder.layers.1.norm2 picked (listed first)",
                  {"filter": "linear2"},
+                 {"listed": "2 of 25 match 'linear2', and 'encoder.layers.1.norm2', picked", "type": "LayerNorm · leaf",
+                  "std": "0", "output change": SAME, "hooks on the model": "1"}),
+            Step("pick the first linear2: the hook moves with it",
+                 {"module": LINEAR2_0},
                  {"listed": "2 of 25 match 'linear2'", "type": "Linear · leaf", "std": "0",
                   "output change": [CHANGED, About("≈0.221", within=0.003)], "hooks on the model": "1"}),
             Step("scale by -1 instead of zeroing",

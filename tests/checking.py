@@ -9,7 +9,7 @@ from typing import Any, Iterator
 import pytest
 from torch.utils.hooks import RemovableHandle
 
-from hooklab.checker import Exercise, Verdict
+from hooklab.lab.exercises import Exercise, Verdict
 
 
 def failures(verdict: Verdict) -> str:

@@ -21,7 +21,7 @@ import pytest
 import hooklab
 import hooklab.course
 from hooklab import plots
-from hooklab.checker import HIDDEN_NOTICE, Exercise, Solution, solutions_hidden
+from hooklab.lab.exercises import HIDDEN_NOTICE, Exercise, Solution, solutions_hidden
 
 from .nbtools import notebooks, read
 

@@ -8,7 +8,7 @@ from torch import nn
 
 import hooklab
 from hooklab import Hooks
-from hooklab._signature import check_hook_signature, check_kind, expected_signature
+from hooklab.kinds import check_hook_signature, check_kind, expected_signature
 
 
 def linear() -> nn.Linear:
@@ -230,7 +230,7 @@ def test_unknown_kind_suggests_close_ones():
     with pytest.raises(ValueError) as err:
         Hooks().add("forwrd", linear(), double)
     assert "'forward'" in str(err.value) and "Valid kinds" in str(err.value)
-    assert check_kind("tensor") == "tensor"
+    assert check_kind("tensor").name == "tensor" and check_kind("tensor").register == "register_hook"
     assert expected_signature("forward", with_kwargs=True) == "hook(module, args, kwargs, output)"
 
 

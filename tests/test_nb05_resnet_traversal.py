@@ -10,7 +10,7 @@ import pytest
 import torch
 import hooklab
 import hooklab.course.data
-import hooklab.portable
+import hooklab.claims
 from hooklab.course import nb05_resnet_traversal as lab
 from torch import nn
 from hooklab.course.nb05_resnet_traversal import (count_calls, count_exercise, grad_exercise, make_grad_saver,
@@ -19,7 +19,7 @@ from .checking import failed_checks, failures, hooks_made
 
 
 def test_figure_marks_every_statistic_as_per_run_but_an_exact_zero():
-    assert lab.figure(0.86215299) == "≈0.862" and hooklab.portable.is_per_run(lab.figure(0.86215299))
+    assert lab.figure(0.86215299) == "≈0.862" and hooklab.claims.is_per_run(lab.figure(0.86215299))
     assert lab.figure(-2.546, ".3f") == "≈-2.546"
     assert lab.figure(0.0) == lab.figure(-0.0) == lab.figure(0.0, ".1%") == "0"
     assert lab.figure(0.5024, ".1%") == "≈50.2%"
@@ -27,7 +27,7 @@ def test_figure_marks_every_statistic_as_per_run_but_an_exact_zero():
 
 
 def test_figures_fit_the_tables_fixed_width():
-    from hooklab._table import PER_RUN_WIDTH
+    from hooklab.table import PER_RUN_WIDTH
 
     for value in (-0.002275, -2.546, 7.2, 6.973, 0.0322):
         assert len(lab.figure(value)) <= PER_RUN_WIDTH

@@ -10,7 +10,7 @@ import pytest
 import torch
 import hooklab
 import hooklab.course.nb06_training_diagnostics as diag
-from hooklab.portable import is_per_run
+from hooklab.claims import is_per_run
 import hooklab.course.shapes as shapes
 from hooklab.plots import figure, to_png
 import doctest

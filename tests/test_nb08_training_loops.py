@@ -13,7 +13,7 @@ from torch import nn
 
 import hooklab
 import hooklab.course.nb08_training_loops as nb08
-from hooklab.portable import is_per_run
+from hooklab.claims import is_per_run
 
 from .checking import failed_checks, mistakes
 

@@ -11,7 +11,7 @@ import re
 import nbformat
 import pytest
 
-from hooklab.portable import MASK, claim
+from hooklab.claims import MASK, claim
 
 from .nbtools import IGNORE, RAISES, RERUN, SKIP, code_cells, has_marker, malformed_markers, marker_reason, notebooks, read
 

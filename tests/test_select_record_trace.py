@@ -201,7 +201,7 @@ def test_trace_forward_order_containers_after_children():
     assert fwd == ["0.0", "0.1", "0", "1.0", "1.1", "1", "2", "(model)"]
     pre = [e.module for e in t.filter(kind="forward_pre")]
     assert pre[:3] == ["(model)", "0", "0.0"]
-    assert t.filter(kind="forward", module="2")[0].shapes == "[1, 2]"
+    assert t.filter(kind="forward", module="2")[0].shapes == "Tensor[1, 2]"
     assert hooklab.count_hooks(model) == 0
 
 
@@ -229,9 +229,9 @@ def test_trace_removes_hooks_when_the_pass_raises():
 
 
 def test_shape_of():
-    assert hooklab.shape_of((torch.ones(1, 2), None)) == "([1, 2], None)"
-    assert hooklab.shape_of((torch.ones(3),)) == "([3],)"
-    assert hooklab.shape_of({"x": torch.ones(2)}) == "{x: [2]}"
+    assert hooklab.shape_of((torch.ones(1, 2), None)) == "tuple(Tensor[1, 2], None)"
+    assert hooklab.shape_of((torch.ones(3),)) == "tuple(Tensor[3])"
+    assert hooklab.shape_of({"x": torch.ones(2)}) == "dict(x: Tensor[2])"
     assert hooklab.shape_of(3) == "int"
 
 

@@ -1,5 +1,5 @@
-"""How many PyTorch threads hooklab's work uses (hooklab._threads), on the main thread and off it:
-hooklab.course.data.threads, a Panel's update, explore's passes."""
+"""How many PyTorch threads hooklab's work uses (hooklab.threads), on the main thread and off it:
+hooklab.threads.threads, a Panel's update, explore's passes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import hooklab
-from hooklab.course.data import threads
+from hooklab.threads import threads
 
 
 def in_thread(fn: Callable[[], Any]) -> Any:
@@ -78,7 +78,7 @@ def test_a_panel_update_off_the_main_thread_runs_with_one_thread():
 
 
 def test_explore_passes_off_the_main_thread_run_with_one_thread():
-    from hooklab.explore import _running
+    from hooklab.lab.passes import running as _running
 
     def body() -> tuple[int, int]:
         with _running(torch.nn.Linear(1, 1), 2):

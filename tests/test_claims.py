@@ -3,7 +3,7 @@ and never a claim.
 
 The rule (README, "Tests"): a figure that depends on the machine is printed either as a claim that
 holds everywhere (``test accuracy ≥ 90%: yes``) or as a per-run figure marked ``≈`` (``≈96.1%``,
-:func:`hooklab.portable.approx`), which the tests mask. These tests prove, for every pattern in
+:func:`hooklab.claims.approx`), which the tests mask. These tests prove, for every pattern in
 ``tests/nbval_sanitize.cfg``, that two runs differing only in what the pattern is for compare equal,
 and that a real change anywhere else, above all a claim turning from ``yes`` to ``NO``, still fails.
 """
@@ -16,7 +16,7 @@ import re
 import pytest
 import torch
 
-from hooklab import portable
+from hooklab import claims
 
 from .nbtools import code_cells, named_sanitize_patterns, normalise, notebooks, read, sanitize, sanitize_patterns
 
@@ -25,8 +25,8 @@ sanitized = sanitize
 
 
 def test_the_per_run_pattern_is_the_one_hooklab_documents():
-    assert (portable.MASK, portable.MASKED) in PATTERNS
-    assert portable.approx(0.96123, ".1%") == "≈96.1%" and portable.is_per_run("≈96.1%")
+    assert (claims.MASK, claims.MASKED) in PATTERNS
+    assert claims.approx(0.96123, ".1%") == "≈96.1%" and claims.is_per_run("≈96.1%")
 
 
 # By the name each pattern has in tests/nbval_sanitize.cfg: two runs that must compare equal, then
@@ -100,12 +100,12 @@ def test_some_notebook_prints_per_run_figures():
 def test_no_mask_hides_a_change_in_a_stored_output(where, text):
     """Change every digit outside the masked figures, and every claim's answer, one at a time:
     each change must survive sanitizing (so nbval would report it)."""
-    masked = [m.span() for m in re.finditer(portable.MASK, text)]
+    masked = [m.span() for m in re.finditer(claims.MASK, text)]
     inside = {i for start, end in masked for i in range(start, end)}
     base = sanitized(text)
     changes = [text[:i] + str((int(c) + 1) % 10) + text[i + 1:]
                for i, c in enumerate(text) if c.isdigit() and i not in inside]
-    for m in re.finditer(portable.MASK, text):  # a figure's sign, its exponent's sign, its unit
+    for m in re.finditer(claims.MASK, text):  # a figure's sign, its exponent's sign, its unit
         sign, exponent, unit = m.span(1), m.span(2), m.span(3)
         flip = {"": "-", "-": "", "+": "-"}
         changes.append(text[:sign[0]] + flip[m.group(1)] + text[sign[1]:])
