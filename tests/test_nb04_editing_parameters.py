@@ -300,3 +300,34 @@ def test_fold_mistakes_are_named():
     assert "Multiply by the mask" in failures(fold_exercise.check(forgets_mask))
     assert "ignores what a load_state_dict pre-hook returns" in failures(fold_exercise.check(returns_new))
     assert "8 arguments" in failures(fold_exercise.check(wrong_signature))
+
+
+def _fold(in_place: bool):
+    """A learner's fold: the right one (a new tensor), or the one that multiplies the caller's tensor in place."""
+    def fold(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+        for key in list(state_dict):
+            if key.startswith(prefix) and key.endswith("_orig"):
+                name = key[: -len("_orig")]
+                weight, mask = state_dict.pop(key), state_dict.pop(name + "_mask")
+                state_dict[name] = weight.mul_(mask) if in_place else weight * mask
+    return fold
+
+
+def test_fold_in_place_is_told_that_it_changed_the_callers_checkpoint():
+    verdict = fold_exercise.check(_fold(in_place=True))
+    failed = failed_checks(verdict)
+    # the folded weights are right, so only the new check fails, with its own message (not "Multiply by the mask")
+    assert list(failed) == ["leaves the caller's checkpoint unchanged"]
+    message = failed["leaves the caller's checkpoint unchanged"]
+    assert "the caller's checkpoint changed: its `0.weight_orig` holds other values" in message
+    assert "in place" in message and "state_dict.pop(key) * mask" in message
+    assert "Multiply by the mask" not in failures(verdict)
+
+
+def test_fold_with_a_new_tensor_passes_every_check_the_caller_s_checkpoint_included():
+    verdict = fold_exercise.check(_fold(in_place=False))
+    assert verdict.passed, str(verdict)
+    assert [d for ok, d, _ in verdict.lines] == [
+        "has the signature PyTorch calls it with", "load_state_dict succeeds with a pruned checkpoint",
+        "each weight becomes weight_orig * weight_mask", "leaves the caller's checkpoint unchanged",
+        "an ordinary checkpoint still loads unchanged"]

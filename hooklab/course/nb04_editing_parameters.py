@@ -606,14 +606,28 @@ def _loads_pruned(fn: Callable) -> None:
 def _folds_correctly(fn: Callable) -> None:
     _load_signature(fn)
     checkpoint, expected = _pruned_checkpoint()
+    before = {key: value.clone() for key, value in checkpoint.items()}  # an in-place hook changes checkpoint's
     net, _ = _load(fn, checkpoint)
     for name, want in expected.items():
         got = net.state_dict()[name]
-        if torch.equal(got, checkpoint[name + "_orig"]):
+        if torch.equal(got, before[name + "_orig"]):
             raise Mistake(f"`{name}` was loaded from `{name}_orig` alone, so the pruned entries came back. "
                           "Multiply by the mask: `weight_orig * weight_mask`.")
         if not torch.equal(got, want):
             raise Mistake(f"`{name}` after loading is not `{name}_orig * {name}_mask`.")
+
+
+def _checkpoint_untouched(fn: Callable) -> None:
+    _load_signature(fn)
+    checkpoint, _ = _pruned_checkpoint()
+    before = {key: value.clone() for key, value in checkpoint.items()}
+    _load(fn, checkpoint)
+    changed = [key for key, value in checkpoint.items() if not torch.equal(value, before[key])]
+    if changed:
+        raise Mistake(f"the caller's checkpoint changed: its `{changed[0]}` holds other values after loading. "
+                      "Your hook changed a tensor of `state_dict` in place (`mul_`, `*=`); `load_state_dict` "
+                      "hands the hook a copy of the dict, but the tensors in it are the caller's (section 6). "
+                      "Put a new tensor under the key: `state_dict[name] = state_dict.pop(key) * mask`.")
 
 
 def _plain_still_loads(fn: Callable) -> None:
@@ -633,6 +647,7 @@ fold_exercise = Exercise(
     [("has the signature PyTorch calls it with", _load_signature),
      ("load_state_dict succeeds with a pruned checkpoint", _loads_pruned),
      ("each weight becomes weight_orig * weight_mask", _folds_correctly),
+     ("leaves the caller's checkpoint unchanged", _checkpoint_untouched),
      ("an ordinary checkpoint still loads unchanged", _plain_still_loads)],
     solution=fold_pruned_weights,
 )
