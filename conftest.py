@@ -47,13 +47,15 @@ def reversed_order(items: list[pytest.Item]) -> list[pytest.Item]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every notebook cell checked by nbval, and the run-twice test, depend on the CPU's float
-    kernels: they are what ``dev.py test --other-cpu`` runs again (``-m kernels``). The model-zoo
-    sweep of every module runs only with ``--zoo-full``."""
+    """Every notebook cell checked by nbval depends on the CPU's float kernels: ``dev.py test
+    --other-cpu`` runs them again (``-m kernels``). The run-twice test is not run again there: it
+    asks whether a second run changes what a cell shows (state, stacked hooks), which the kernels
+    do not change, and the first run on the other kernels is nbval's. The model-zoo sweep of every
+    module runs only with ``--zoo-full``."""
     full = config.getoption("--zoo-full")
     skip_full = pytest.mark.skip(reason="the sweep of every module runs with --zoo-full (.ci/run)")
     for item in items:
-        if _file(item).endswith((".ipynb", "test_rerun.py")):
+        if _file(item).endswith(".ipynb"):
             item.add_marker(pytest.mark.kernels)
         if not full and item.get_closest_marker("zoo_full"):
             item.add_marker(skip_full)
