@@ -727,20 +727,26 @@ def _plain_still_loads(fn: Callable) -> None:
                           "`_orig` alone.")
 
 
+def _two_parts() -> tuple[nn.Sequential, nn.Sequential, nn.Sequential, nn.Sequential]:
+    """A model of two parts, `folded` and `still_pruned`, saved with both pruned, and one to load it into whose
+    `folded` is plain: ``(saved part, saved model, plain part, model to load into)``."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(8)
+        saved_part, saved_other, part, other = _net(), _net(), _net(), _net()
+    for net in (saved_part, saved_other, other):
+        prune.l1_unstructured(net[0], "weight", amount=0.5)
+        prune.l1_unstructured(net[2], "weight", amount=0.5)
+    return (saved_part, nn.Sequential(OrderedDict(folded=saved_part, still_pruned=saved_other)),
+            part, nn.Sequential(OrderedDict(folded=part, still_pruned=other)))
+
+
 def _only_its_prefix(fn: Callable) -> None:
     """The hook on one part, `folded`, of a bigger model whose other part, `still_pruned`, stays pruned:
     PyTorch calls it with prefix='folded.', and its keys are `folded.0.weight_orig`, ... (a hook that
     builds key names without `prefix`, fixed or from the module's own `state_dict()`, finds none)."""
     _load_signature(fn)
     _load(fn, _pruned_checkpoint()[0], skip=True)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(8)
-        saved_part, saved_other, part, other = _net(), _net(), _net(), _net()
-    saved = nn.Sequential(OrderedDict(folded=saved_part, still_pruned=saved_other))
-    model = nn.Sequential(OrderedDict(folded=part, still_pruned=other))
-    for net in (saved_part, saved_other, other):
-        prune.l1_unstructured(net[0], "weight", amount=0.5)
-        prune.l1_unstructured(net[2], "weight", amount=0.5)
+    saved_part, saved, part, model = _two_parts()
     calls: list[_Call] = []
     raised: list[BaseException] = []
 
