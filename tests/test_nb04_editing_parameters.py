@@ -10,9 +10,10 @@ from torch import nn
 from torch.nn.utils import prune
 from hooklab.course.nb04_editing_parameters import LiveWeights, stale_parameters, toy_regression, train
 from hooklab.plots import figure, to_png
-from hooklab.course.nb04_editing_parameters import (fold_exercise, fold_pruned_weights, logger_exercise,
-                                                  make_weight_logger, max_norm_exercise, max_norm_hook)
+from hooklab.course.nb04_editing_parameters import (fold_exercise, fold_pruned, logger_exercise,
+                                                  make_weight_logger, max_norm, max_norm_exercise)
 from .checking import failed_checks, failures
+from .nbtools import ROOT, read
 
 
 def test_toy_regression_is_repeatable_and_leaves_the_global_rng_alone():
@@ -87,7 +88,7 @@ def test_live_weights_count_zeros_and_equal_a_full_draw():
 
 # ---------------------------------------------------------------- exercise 1: max-norm
 def test_max_norm_solution_passes():
-    assert max_norm_exercise.check(max_norm_hook).passed
+    assert max_norm_exercise.check(max_norm).passed
     code = max_norm_exercise.solution().code
     assert "torch.renorm(module.weight_orig, p=2, dim=0, maxnorm=1.0)" in code and "no_grad" not in code
 
@@ -257,7 +258,7 @@ def test_logger_wrong_shapes_are_named():
 
 # ---------------------------------------------------------------- exercise 3: fold a pruned checkpoint
 def test_fold_solution_passes():
-    assert fold_exercise.check(fold_pruned_weights).passed
+    assert fold_exercise.check(fold_pruned).passed
 
 
 def test_fold_stub_says_not_written_yet():
@@ -330,4 +331,162 @@ def test_fold_with_a_new_tensor_passes_every_check_the_caller_s_checkpoint_inclu
     assert [d for ok, d, _ in verdict.lines] == [
         "has the signature PyTorch calls it with", "load_state_dict succeeds with a pruned checkpoint",
         "each weight becomes weight_orig * weight_mask", "leaves the caller's checkpoint unchanged",
-        "an ordinary checkpoint still loads unchanged"]
+        "an ordinary checkpoint still loads unchanged",
+        "changes only the keys under `prefix` (a hook on one part of a bigger model)"]
+
+
+# ---------------------------------------------------------------- a pasted worked solution is the one checked
+def test_worked_solutions_define_the_function_the_notebook_checks():
+    """Each stub cell defines the function its check cell passes; the worked solution defines the same name, so
+    pasting it over the stub makes the check cell test the pasted code."""
+    import re
+
+    sources = [cell.source for cell in read(ROOT / "notebooks" / "04_editing_parameters.ipynb").cells
+               if cell.cell_type == "code"]
+    for exercise in (max_norm_exercise, logger_exercise, fold_exercise):
+        pattern = rf"{exercise_name(exercise)}\.check\((\w+)\)"
+        checked = [m.group(1) for src in sources for m in re.finditer(pattern, src)]
+        assert len(checked) == 1, (exercise, checked)
+        solved = re.match(r"def (\w+)\(", exercise.solution().code).group(1)
+        assert solved == checked[0], f"{exercise.title}: the solution defines {solved}, the cell checks {checked[0]}"
+        assert any(re.search(rf"^def {solved}\(", src, re.M) for src in sources), f"no stub cell defines {solved}"
+
+
+def exercise_name(exercise) -> str:
+    return {id(max_norm_exercise): "max_norm_exercise", id(logger_exercise): "logger_exercise",
+            id(fold_exercise): "fold_exercise"}[id(exercise)]
+
+
+# ---------------------------------------------------------------- each wrong answer gets its real cause
+ROW_NORMS = "limits every row of the used weight to norm 1.0"
+LONG_ROWS = "rescales only the rows that are too long, keeping their direction"
+
+
+def test_limiting_columns_is_named_on_both_lines_it_fails():
+    def columns(module, args):
+        module.weight = torch.renorm(module.weight_orig, p=2, dim=1, maxnorm=1.0)
+
+    failed = failed_checks(max_norm_exercise.check(columns))
+    assert list(failed) == [ROW_NORMS, LONG_ROWS]
+    assert "each column" in failed[ROW_NORMS]
+    assert failed[LONG_ROWS] == (
+        "row 0 changed direction, not just length: you limited each column (`dim=1` in renorm, or `norm(dim=0)`), "
+        "and the entries of one row sit in different columns, so each was scaled by its column's factor. Divide the "
+        "whole row by its norm (times 1.0) instead, as `torch.renorm(..., p=2, dim=0, maxnorm=1.0)` does.")
+
+
+def test_clamping_is_named_as_a_clamp_not_as_columns():
+    def clamps(module, args):
+        module.weight = module.weight_orig.clamp(-0.4, 0.4)
+
+    failed = failed_checks(max_norm_exercise.check(clamps))
+    assert list(failed) == [LONG_ROWS]
+    assert failed[LONG_ROWS].startswith("row 0 changed direction, not just length: you clamped each entry to ±0.4, "
+                                        "which cuts the large entries of a row and keeps the small ones.")
+
+
+def test_returning_the_weight_skips_the_output_comparison_and_says_why():
+    def returns_weight(module, args):
+        module.weight = torch.renorm(module.weight_orig, p=2, dim=0, maxnorm=1.0)
+        return module.weight
+
+    failed = failed_checks(max_norm_exercise.check(returns_weight))
+    assert list(failed) == ["returns None (the layer's input stays as it is)", ROW_NORMS]
+    assert failed[ROW_NORMS] == (
+        "the rows are within 1.0, but the rest of this check is skipped: your hook returns a value, which PyTorch "
+        "passes to the layer as its input instead of `x`, so the layer's output cannot be compared with `x` times "
+        "the constrained weight. Return nothing (see the line 'returns None').")
+    assert "raised" not in failures(max_norm_exercise.check(returns_weight))
+
+
+def test_logger_names_data_and_detach_each_for_what_it_is():
+    data = failed_checks(logger_exercise.check(make(lambda w: w.data)))
+    detach = failed_checks(logger_exercise.check(make(lambda w: w.detach())))
+    line = "each entry keeps the values of its own step"
+    assert list(data) == list(detach) == [line]
+    assert data[line] == ("your snapshots share memory with the weight (`.data` is the same memory under another "
+                          "name, as `.detach()` is), so the optimizer's in-place updates changed them afterwards. "
+                          "Add `.clone()`: `module.weight.detach().clone()`.")
+    assert detach[line].startswith("your snapshots share memory with the weight (`.detach()` alone gives a new "
+                                   "tensor on the same memory)")
+
+
+LOADS = "load_state_dict succeeds with a pruned checkpoint"
+PREFIX = "changes only the keys under `prefix` (a hook on one part of a bigger model)"
+SKIPPED = "skipped until a pruned checkpoint loads (the line 'load_state_dict succeeds' says what stops it)."
+
+
+def test_binding_a_new_dict_to_the_name_is_named_and_the_later_checks_are_skipped():
+    def rebinds(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+        new_dict = {}
+        for key, value in state_dict.items():
+            if key.endswith("_orig"):
+                new_dict[key[:-5]] = value * state_dict[key[:-5] + "_mask"]
+            elif not key.endswith("_mask"):
+                new_dict[key] = value
+        state_dict = new_dict  # noqa: F841 - the mistake under test
+
+    failed = failed_checks(fold_exercise.check(rebinds))
+    assert failed[LOADS] == (
+        "your hook binds the name `state_dict` to a new dict, so the dict PyTorch handed it, the one it loads from, "
+        "still has the same keys (`0.weight_orig`, `0.weight_mask`, ...). A new dict bound to the name inside the "
+        "hook changes nothing outside it, and PyTorch ignores what a load_state_dict pre-hook returns. Change the "
+        "dict you are given, in place: `state_dict[name] = ...`, `state_dict.pop(key)`.")
+    assert {d: m for d, m in failed.items() if d != LOADS} == {
+        "each weight becomes weight_orig * weight_mask": SKIPPED,
+        "leaves the caller's checkpoint unchanged": SKIPPED,
+        PREFIX: SKIPPED}
+
+
+def test_fixed_key_names_name_the_keys_left_over():
+    def first_layer_only(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                         error_msgs):
+        if "0.weight_orig" in state_dict:
+            state_dict["0.weight"] = state_dict.pop("0.weight_orig") * state_dict.pop("0.weight_mask")
+
+    failed = failed_checks(fold_exercise.check(first_layer_only))
+    assert failed[LOADS] == ("your hook folded `0.weight` but left `2.weight_orig`, `2.weight_mask` in the "
+                             "checkpoint. Fold every key that ends in `_orig`: go through `list(state_dict)`, not "
+                             "fixed names.")
+    assert "remove both" not in failures(fold_exercise.check(first_layer_only))
+
+
+def test_an_answer_that_ignores_prefix_fails_the_prefix_check_only():
+    def names_from_the_module(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        for name in module.state_dict():  # "0.weight": right on the whole model (prefix ""), wrong on a part
+            if name + "_orig" in state_dict:
+                state_dict[name] = state_dict.pop(name + "_orig") * state_dict.pop(name + "_mask")
+
+    failed = failed_checks(fold_exercise.check(names_from_the_module))
+    assert list(failed) == [PREFIX]
+    assert failed[PREFIX] == (
+        "your hook left `folded.0.weight_orig`, `folded.0.weight_mask` as they were. Registered on `model.folded`, "
+        "your hook is called with `prefix='folded.'`, and the keys it gets are `folded.0.weight_orig`, "
+        "`folded.0.weight_mask`, ...: build the key names from `prefix` (`prefix + name`), or take them from the "
+        "keys themselves, not from fixed names or the module's own `state_dict()`.")
+    # the same answer with prefix used passes every check
+    def with_prefix(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+        for name in module.state_dict():
+            if prefix + name + "_orig" in state_dict:
+                state_dict[prefix + name] = (state_dict.pop(prefix + name + "_orig")
+                                             * state_dict.pop(prefix + name + "_mask"))
+
+    assert fold_exercise.check(with_prefix).passed, str(fold_exercise.check(with_prefix))
+
+
+def test_changing_another_part_s_keys_is_named():
+    def everything(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+        # sees keys outside its prefix only when handed them: here it adds one, as a hook that ignores prefix would
+        for key in list(state_dict):
+            if key.endswith("_orig"):
+                name = key[:-5]
+                state_dict[name] = state_dict.pop(key) * state_dict.pop(name + "_mask")
+        if prefix:
+            state_dict["still_pruned.0.weight"] = torch.zeros(3, 4)
+
+    failed = failed_checks(fold_exercise.check(everything))
+    assert list(failed) == [PREFIX]
+    assert failed[PREFIX].startswith("your hook also changed `still_pruned.0.weight`, keys of another part of the "
+                                     "model. Registered on `model.folded`, your hook is called with "
+                                     "`prefix='folded.'`")

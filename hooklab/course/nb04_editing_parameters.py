@@ -13,8 +13,8 @@ Exercises of notebook 04 (editing parameters in hooks): a max-norm constraint re
 ``weight_orig``, a weight
 logger that keeps real snapshots, and a checkpoint hook that folds a pruned weight.
 
->>> from hooklab.course.nb04_editing_parameters import max_norm_exercise, max_norm_hook
->>> print(max_norm_exercise.check(max_norm_hook))
+>>> from hooklab.course.nb04_editing_parameters import max_norm, max_norm_exercise
+>>> print(max_norm_exercise.check(max_norm))
 Max-norm constraint, recomputed in a forward pre-hook: all 7 checks passed
   ✓ has the right signature
   ✓ runs inside a forward pass without an error
@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import sys
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, cast
 
@@ -206,7 +208,7 @@ _WAITING = "not written yet."
 
 
 # ---------------------------------------------------------------- exercise 1: max-norm, recomputed
-def max_norm_hook(module, args):
+def max_norm(module, args):
     """A forward pre-hook for a layer that keeps its trained weight as ``module.weight_orig`` (section 3b):
     the weight the forward pass uses is ``weight_orig`` with every row limited to an L2 norm of 1.0."""
     # torch.renorm (no underscore) builds a new tensor, recorded by autograd: weight_orig is never
@@ -372,8 +374,14 @@ def _row_norms(fn: Callable) -> None:
                           "or `norm(dim=1, keepdim=True)`.")
         norms = [round(v, 3) for v in rows.tolist()]
         raise Mistake(f"after your hook the rows have norms {norms}; each must be at most 1.0.")
-    if run.output is not None and not torch.allclose(run.output, F.linear(torch.ones(2, 5), w, run.layer.bias),
-                                                     atol=1e-5):
+    if run.returned is not None:
+        raise Mistake("the rows are within 1.0, but the rest of this check is skipped: your hook returns a value, "
+                      "which PyTorch passes to the layer as its input instead of `x`, so the layer's output cannot "
+                      "be compared with `x` times the constrained weight. Return nothing (see the line "
+                      "'returns None').")
+    expected = F.linear(torch.ones(2, 5), w, run.layer.bias)
+    if run.output is not None and (run.output.shape != expected.shape
+                                   or not torch.allclose(run.output, expected, atol=1e-5)):
         raise Mistake("the output of the forward pass was not computed with the constrained weight.")
 
 
@@ -391,11 +399,24 @@ def _only_long_rows(fn: Callable) -> None:
         else:
             direction = F.cosine_similarity(w[i], original[i], dim=0).item()
             if direction < 0.9999:
-                raise Mistake(f"row {i} changed direction, not just length: clamping each entry does that. "
-                              "Divide the whole row by its norm (times 1.0) instead, as torch.renorm does.")
+                raise Mistake(f"row {i} changed direction, not just length: {_scaled_unevenly(w, original)} "
+                              "Divide the whole row by its norm (times 1.0) instead, as "
+                              "`torch.renorm(..., p=2, dim=0, maxnorm=1.0)` does.")
             if abs(w[i].norm().item() - MAX_NORM) > 1e-3:
                 raise Mistake(f"row {i} had norm {norms[i].item():.2g} and now has {w[i].norm().item():.3g}; "
                               "a row that is too long should end with norm 1.0, not shorter.")
+
+
+def _scaled_unevenly(w: torch.Tensor, original: torch.Tensor) -> str:
+    """What scaled the entries of a row by different factors: the columns, a clamp, or something else."""
+    bound = w.abs().max()
+    if torch.allclose(w, original.clamp(-bound, bound), atol=1e-6):
+        return (f"you clamped each entry to ±{bound.item():.3g}, which cuts the large entries of a row and keeps "
+                "the small ones.")
+    if (w.norm(dim=0) <= MAX_NORM + 1e-4).all():
+        return ("you limited each column (`dim=1` in renorm, or `norm(dim=0)`), and the entries of one row sit "
+                "in different columns, so each was scaled by its column's factor.")
+    return "its entries were scaled by different factors."
 
 
 max_norm_exercise = Exercise(
@@ -407,7 +428,7 @@ max_norm_exercise = Exercise(
      ("limits every row of the used weight to norm 1.0", _row_norms),
      ("rescales only the rows that are too long, keeping their direction", _only_long_rows)],
     hook_kind="forward_pre",
-    solution=max_norm_hook,
+    solution=max_norm,
 )
 
 
@@ -490,10 +511,13 @@ def _logger_snapshots(make: Callable) -> None:
     layer, log, truth, _ = _train_with_logger(make)
     if len(log) != len(truth) or not all(isinstance(e, torch.Tensor) for e in log):
         raise Mistake("fix the lines above first: the log needs one tensor per forward pass.")
-    if any(e is not layer.weight and e.data_ptr() == layer.weight.data_ptr() for e in log):
-        raise Mistake("your snapshots share memory with the weight (`.detach()` alone does that), so the "
-                      "optimizer's in-place updates changed them afterwards. Add `.clone()`: "
-                      "`module.weight.detach().clone()`.")
+    shared = [e for e in log if e is not layer.weight and e.data_ptr() == layer.weight.data_ptr()]
+    if shared:
+        # .detach() shares the weight's version counter as well as its memory; .data has a counter of its own
+        how = ("`.detach()` alone gives a new tensor on the same memory" if version(shared[0]) == version(layer.weight)
+               else "`.data` is the same memory under another name, as `.detach()` is")
+        raise Mistake(f"your snapshots share memory with the weight ({how}), so the optimizer's in-place updates "
+                      "changed them afterwards. Add `.clone()`: `module.weight.detach().clone()`.")
     for i, (got, want) in enumerate(zip(log, truth)):
         if got.shape != want.shape or not torch.equal(got, want):
             raise Mistake(f"entry {i} is not the weight as it was at forward pass {i}; store "
@@ -510,8 +534,7 @@ logger_exercise = Exercise(
 
 
 # ---------------------------------------------------------------- exercise 3: load a pruned checkpoint
-def fold_pruned_weights(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                        error_msgs):
+def fold_pruned(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
     """A load_state_dict pre-hook: turn ``*_orig`` and ``*_mask`` pairs into the pruned tensor."""
     for key in list(state_dict):  # a list: we change the dict while going through it
         if key.startswith(prefix) and key.endswith("_orig"):
@@ -555,20 +578,91 @@ def _load_signature(fn: Callable) -> None:
                       f"hook({', '.join(_LOAD_ARGS)}); yours takes {len(positional)}.")
 
 
-def _load(fn: Callable, checkpoint: dict[str, torch.Tensor], *, first: bool = False
-          ) -> tuple[nn.Sequential, list[Any]]:
+@dataclass
+class _Call:
+    """What one call of the learner's load_state_dict pre-hook did to the dict PyTorch handed it."""
+
+    before: list[str]  # the dict's keys when the hook was called
+    after: list[str]  # and when it returned
+    rebound: bool  # the hook's `state_dict` name was bound to another object by the time it returned
+    returned: Any = None
+
+
+def _call_watching(fn: Callable, args: tuple) -> tuple[Any, bool]:
+    """``fn(*args)``, and whether the name of ``fn``'s second parameter (``state_dict``) was bound to
+    another object when ``fn`` returned (``state_dict = {...}`` inside the hook)."""
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_argcount < 2:
+        return fn(*args), False
+    name, rebound = code.co_varnames[1], cast(list[bool], [])
+
+    def watch(frame, event, arg):
+        if event == "return" and frame.f_code is code and not rebound:
+            rebound.append(frame.f_locals.get(name) is not args[1])
+
+    old = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        result = fn(*args)
+    finally:
+        sys.setprofile(old)
+    return result, bool(rebound and rebound[0])
+
+
+def _keys(keys: Iterable[str]) -> str:
+    return ", ".join(f"`{key}`" for key in keys)
+
+
+def _load_failed(text: str, calls: list[_Call]) -> Mistake:
+    """Why ``load_state_dict`` refused the checkpoint, from what the hook did to its dict."""
+    call = calls[0] if calls else _Call([], [], False)
+    left = [key for key in call.after if key.endswith(("_orig", "_mask"))]
+    folded = [key[: -len("_orig")] for key in call.before if key.endswith("_orig") and key not in call.after]
+    returned_dict = isinstance(call.returned, dict)
+    if call.rebound or (returned_dict and call.after == call.before):
+        how = ("binds the name `state_dict` to a new dict" + (" and returns it" if returned_dict else "")
+               if call.rebound else "returns a new dict")
+        keys = f" ({_keys(left[:2])}, ...)" if left else ""
+        return Mistake(f"your hook {how}, so the dict PyTorch handed it, the one it loads from, still has the "
+                       f"same keys{keys}. A new dict bound to the name inside the hook changes "
+                       "nothing outside it, and PyTorch ignores what a load_state_dict pre-hook returns. Change "
+                       "the dict you are given, in place: `state_dict[name] = ...`, `state_dict.pop(key)`.")
+    if left and folded:
+        return Mistake(f"your hook folded {_keys(folded)} but left {_keys(left)} in the checkpoint. Fold every "
+                       "key that ends in `_orig`: go through `list(state_dict)`, not fixed names.")
+    if left:
+        return Mistake(f"the checkpoint still holds {_keys(left)}: after computing each weight, remove both its "
+                       "`_orig` and its `_mask` key with `state_dict.pop(key)`.")
+    if "Missing key(s)" in text:
+        return Mistake("the model finds no `0.weight` / `2.weight` key: store the folded tensor under the "
+                       "name of the `_orig` key without `_orig` (`key[:-len('_orig')]`).")
+    return Mistake(f"load_state_dict failed: {text.strip()}")
+
+
+_SKIP_UNTIL_LOADED = "skipped until a pruned checkpoint loads (the line 'load_state_dict succeeds' says what stops it)."
+
+
+def _load(fn: Callable, checkpoint: dict[str, torch.Tensor], *, first: bool = False, skip: bool = False
+          ) -> tuple[nn.Sequential, list[_Call]]:
+    """Load ``checkpoint`` into a fresh plain network with ``fn`` as its load_state_dict pre-hook. When
+    loading fails, ``skip`` makes the message say the check is skipped (an earlier line names the cause)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(6)
         net = _net()
-    returned: list[Any] = []
+    calls: list[_Call] = []
     raised: list[BaseException] = []
 
     def wrapper(*args):
+        given = args[1]
+        call = _Call(before=list(given), after=[], rebound=False)
+        calls.append(call)
         try:
-            returned.append(fn(*args))
+            call.returned, call.rebound = _call_watching(fn, args)
         except BaseException as exc:  # load_state_dict would hide it in a RuntimeError without text
             raised.append(exc)
             raise
+        finally:
+            call.after = list(given)
 
     handle = net.register_load_state_dict_pre_hook(wrapper)
     try:
@@ -580,21 +674,12 @@ def _load(fn: Callable, checkpoint: dict[str, torch.Tensor], *, first: bool = Fa
             raise raised[0] from None
         if not isinstance(exc, RuntimeError):
             raise
-        text = str(exc)
-        if any(isinstance(r, dict) for r in returned):
-            raise Mistake("your hook returns a new dict, and PyTorch ignores what a load_state_dict pre-hook "
-                          "returns. Change `state_dict` in place: `state_dict[new] = ...`, "
-                          "`state_dict.pop(old)`.") from None
-        if "Unexpected key(s)" in text and ("_orig" in text or "_mask" in text):
-            raise Mistake("the checkpoint still holds `weight_orig` / `weight_mask` keys: after computing the "
-                          "weight, remove both with `state_dict.pop(key)`.") from None
-        if "Missing key(s)" in text:
-            raise Mistake("the model finds no `0.weight` / `2.weight` key: store the folded tensor under the "
-                          "name of the `_orig` key without `_orig` (`key[:-len('_orig')]`).") from None
-        raise Mistake(f"load_state_dict failed: {text.strip()}") from None
+        if skip:
+            raise Mistake(_SKIP_UNTIL_LOADED) from None
+        raise _load_failed(str(exc), calls) from None
     finally:
         handle.remove()
-    return net, returned
+    return net, calls
 
 
 def _loads_pruned(fn: Callable) -> None:
@@ -607,7 +692,7 @@ def _folds_correctly(fn: Callable) -> None:
     _load_signature(fn)
     checkpoint, expected = _pruned_checkpoint()
     before = {key: value.clone() for key, value in checkpoint.items()}  # an in-place hook changes checkpoint's
-    net, _ = _load(fn, checkpoint)
+    net, _ = _load(fn, checkpoint, skip=True)
     for name, want in expected.items():
         got = net.state_dict()[name]
         if torch.equal(got, before[name + "_orig"]):
@@ -621,7 +706,7 @@ def _checkpoint_untouched(fn: Callable) -> None:
     _load_signature(fn)
     checkpoint, _ = _pruned_checkpoint()
     before = {key: value.clone() for key, value in checkpoint.items()}
-    _load(fn, checkpoint)
+    _load(fn, checkpoint, skip=True)
     changed = [key for key, value in checkpoint.items() if not torch.equal(value, before[key])]
     if changed:
         raise Mistake(f"the caller's checkpoint changed: its `{changed[0]}` holds other values after loading. "
@@ -642,12 +727,77 @@ def _plain_still_loads(fn: Callable) -> None:
                           "`_orig` alone.")
 
 
+def _two_parts() -> tuple[nn.Sequential, nn.Sequential, nn.Sequential, nn.Sequential]:
+    """A model of two parts, `folded` and `still_pruned`, saved with both pruned, and one to load it into whose
+    `folded` is plain: ``(saved part, saved model, plain part, model to load into)``."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(8)
+        saved_part, saved_other, part, other = _net(), _net(), _net(), _net()
+    for net in (saved_part, saved_other, other):
+        prune.l1_unstructured(net[0], "weight", amount=0.5)
+        prune.l1_unstructured(net[2], "weight", amount=0.5)
+    return (saved_part, nn.Sequential(OrderedDict(folded=saved_part, still_pruned=saved_other)),
+            part, nn.Sequential(OrderedDict(folded=part, still_pruned=other)))
+
+
+def _only_its_prefix(fn: Callable) -> None:
+    """The hook on one part, `folded`, of a bigger model whose other part, `still_pruned`, stays pruned:
+    PyTorch calls it with prefix='folded.', and its keys are `folded.0.weight_orig`, ... (a hook that
+    builds key names without `prefix`, fixed or from the module's own `state_dict()`, finds none)."""
+    _load_signature(fn)
+    _load(fn, _pruned_checkpoint()[0], skip=True)
+    saved_part, saved, part, model = _two_parts()
+    calls: list[_Call] = []
+    raised: list[BaseException] = []
+
+    def wrapper(*args):
+        call = _Call(before=list(args[1]), after=[], rebound=False)
+        calls.append(call)
+        try:
+            return fn(*args)
+        except BaseException as exc:  # load_state_dict would hide it in a RuntimeError without text
+            raised.append(exc)
+            raise
+        finally:
+            call.after = list(args[1])
+
+    where = ("Registered on `model.folded`, your hook is called with `prefix='folded.'`, and the keys it gets "
+             "are `folded.0.weight_orig`, `folded.0.weight_mask`, ...")
+    handle = part.register_load_state_dict_pre_hook(wrapper)
+    try:
+        model.load_state_dict(saved.state_dict())
+    except BaseException:
+        if raised:
+            raise Mistake(f"your hook raised {type(raised[0]).__name__}: {raised[0]}. {where}: build every key "
+                          "you read or write from `prefix` (`prefix + '0.weight_orig'`), or take the names from "
+                          "the keys themselves.") from None
+    finally:
+        handle.remove()
+    if not calls:
+        raise Mistake("skipped: PyTorch did not call the hook.")
+    before, after = calls[0].before, calls[0].after
+    others = sorted(key for key in set(before) ^ set(after) if not key.startswith("folded."))
+    if others:
+        raise Mistake(f"your hook also changed {_keys(others[:2])}, keys of another part of the model. {where}; "
+                      "change only keys that start with `prefix`.")
+    left = [key for key in after if key.startswith("folded.") and key.endswith(("_orig", "_mask"))]
+    if left:
+        raise Mistake(f"your hook left {_keys(left[:2])} as they were. {where}: build the key names from `prefix` "
+                      "(`prefix + name`), or take them from the keys themselves, not from fixed names or the "
+                      "module's own `state_dict()`.")
+    for i in (0, 2):
+        if not torch.equal(cast(nn.Linear, part[i]).weight, cast(nn.Linear, saved_part[i]).weight):
+            raise Mistake(f"`folded.{i}.weight` after loading is not "
+                          f"`folded.{i}.weight_orig * folded.{i}.weight_mask`.")
+
+
 fold_exercise = Exercise(
     "Load a pruned checkpoint into a plain model",
     [("has the signature PyTorch calls it with", _load_signature),
      ("load_state_dict succeeds with a pruned checkpoint", _loads_pruned),
      ("each weight becomes weight_orig * weight_mask", _folds_correctly),
      ("leaves the caller's checkpoint unchanged", _checkpoint_untouched),
-     ("an ordinary checkpoint still loads unchanged", _plain_still_loads)],
-    solution=fold_pruned_weights,
+     ("an ordinary checkpoint still loads unchanged", _plain_still_loads),
+     ("changes only the keys under `prefix` (a hook on one part of a bigger model)", _only_its_prefix)],
+    solution=fold_pruned,
 )
