@@ -5,8 +5,8 @@
   to a module that had none is ignored (torch 2.14.1; notebook 08 shows the rules). A tool that runs
   the model itself runs the eager module instead (:func:`unwrap`); one that hooks a model *you* run
   cannot know, so it refuses and says what to do (:func:`check_hookable`).
-* ``torch.jit.script`` / ``torch.jit.trace`` return a ``ScriptModule`` that runs a compiled graph:
-  hooks on the modules inside it do not run.
+* ``torch.jit.script`` / ``torch.jit.trace`` return a ``ScriptModule`` that runs a compiled graph: a hook
+  added after scripting or tracing never runs inside it (:func:`_scripted`'s message says how it fails).
 
 >>> import torch.nn as nn
 >>> unwrap(nn.Linear(2, 2))[1] is None
@@ -36,13 +36,13 @@ def is_scripted(model: object) -> bool:
 
 def _scripted(tool: str) -> str:
     return (f"{tool} cannot look inside a TorchScript module (what torch.jit.script or torch.jit.trace returns): "
-            "PyTorch runs its compiled graph, so hooks on the modules inside it do not run (and torch.jit.script's "
-            "result takes no new hook on itself either). Use the Python module you scripted or traced instead.")
+            "PyTorch runs its compiled graph, so a hook added after scripting or tracing does not run inside it "
+            "(torch.jit.script compiled in the hooks its modules had then and refuses new ones on any of them; the "
+            "modules inside a traced one accept a new hook and never run it). Use the Python module instead.")
 
 
 def check_hookable(model: object, tool: str) -> None:
-    """A ``TypeError`` saying what to do instead when ``tool`` is given a model whose inner modules'
-    hooks could silently not run: a compiled or TorchScript one."""
+    """A ``TypeError`` saying what to do when ``tool`` gets a compiled or TorchScript model (hooks may not run)."""
     if is_scripted(model):
         raise TypeError(_scripted(tool))
     if is_compiled(model):

@@ -124,7 +124,9 @@ def test_a_torchscript_module_is_refused_with_what_to_do() -> None:
         scripted = torch.jit.script(Compilable())
     for make in (lambda: hooklab.Recorder(scripted, "a"), lambda: hooklab.trace(scripted, torch.randn(1, 4)),
                  lambda: hooklab.explore(scripted, torch.randn(1, 4))):
-        with pytest.raises(TypeError, match="TorchScript module.*hooks on the modules inside it do not run.*Python module"):
+        with pytest.raises(TypeError, match="TorchScript module.*a hook added after scripting or tracing does not "
+                           "run inside it.*refuses new ones on any of them.*accept a new hook and never run it.*"
+                           "Python module"):
             make()
     with pytest.raises(TypeError, match="TorchScript module .* takes no new hooks. Register the hook on the Python module"):
         hooklab.Hooks().forward(scripted, lambda m, a, o: None)  # PyTorch refuses; the message says what to do
@@ -133,3 +135,10 @@ def test_a_torchscript_module_is_refused_with_what_to_do() -> None:
     with hooklab.Hooks() as hooks:  # a traced module runs a forward hook on itself (not on the modules inside)
         hooks.forward(traced, lambda m, a, out: out * 0)
         assert traced(torch.randn(1, 4)).abs().sum() == 0
+    # what the message says of the modules inside: a scripted one refuses a new hook, a traced one takes it and
+    # never runs it
+    with pytest.raises(RuntimeError, match="not supported on ScriptModules"):
+        scripted.a.register_forward_hook(lambda m, a, out: None)
+    with hooklab.Hooks() as hooks:
+        hooks.forward(traced.a, lambda m, a, out: out * 0)
+        assert traced(torch.randn(1, 4)).abs().sum() > 0
