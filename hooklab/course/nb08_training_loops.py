@@ -753,7 +753,7 @@ def _load(hook: Callable, keys_prefix: str, *, on_fc: bool = False) -> tuple[nn.
     before = OrderedDict((k, v.clone()) for k, v in saved.items())
     objects = list(saved.values())
     model = _target()
-    hooked = model.fc if on_fc else model
+    hooked = cast(nn.Module, model.fc) if on_fc else model
     returned: list = []
     after: dict[str, Any] = {}
 
