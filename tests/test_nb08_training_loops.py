@@ -265,7 +265,8 @@ def test_strip_that_rebinds_is_named() -> None:
     def rebind(module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
         state_dict = {k.removeprefix("module."): v for k, v in state_dict.items()}  # noqa: F841
 
-    assert "in place" in mistakes(nb08.strip, rebind)
+    failed = _strip_messages(rebind)
+    assert all("in place" in m and "only binds the name to a new dict" in m for m in failed.values()), failed
 
 
 def test_strip_that_changes_tensors_is_named() -> None:
@@ -279,3 +280,137 @@ def test_strip_that_changes_tensors_is_named() -> None:
 
 def test_strip_with_a_wrong_signature_is_named() -> None:
     assert "8 arguments" in mistakes(nb08.strip, lambda module, state_dict: None)
+
+
+# ---------------------------------------------------------------------- the learner's wrong answers, named
+def _params(optimizer):
+    return [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+
+
+def test_clamp_that_calls_scaler_step_itself_is_named() -> None:
+    def steps_itself(optimizer, scaler, limit=1.0):
+        scaler.unscale_(optimizer)
+        nn.utils.clip_grad_value_(_params(optimizer), limit)
+        scaler.step(optimizer)
+
+    failed = failed_checks(nb08.clamp.check(steps_itself))
+    message = failed["clamps the true gradient while GradScaler scales by 65536"]
+    assert "your function called scaler.step itself" in message and "Leave scaler.step" in message
+    assert ".." not in message and "Call scaler.unscale_" not in message
+
+
+def test_clamp_that_divides_by_the_scale_by_hand_is_named() -> None:
+    def by_hand(optimizer, scaler, limit=1.0):
+        for p in _params(optimizer):
+            p.grad.div_(scaler.get_scale())
+            p.grad.clamp_(-limit, limit)
+
+    failed = failed_checks(nb08.clamp.check(by_hand))
+    message = failed["clamps the true gradient while GradScaler scales by 65536"]
+    assert "already in true units" in message and "divided by the scale again" in message
+    assert "you clamped the scaled gradient" not in message and "1.53e-05" in message
+
+
+def test_clamp_without_the_underscore_is_named() -> None:
+    def not_in_place(optimizer, scaler, limit=1.0):
+        scaler.unscale_(optimizer)
+        for p in _params(optimizer):
+            p.grad.clamp(-limit, limit)  # returns a new tensor; p.grad stays as it was
+
+    failed = failed_checks(nb08.clamp.check(not_in_place))
+    message = failed["clamps the true gradient while GradScaler scales by 65536"]
+    assert "p.grad.clamp(...) returns a new tensor" in message and "scaler.unscale_ ran" in message
+    assert "clamp p.grad after scaler.unscale_" not in message
+
+
+def test_clamp_without_unscale_shows_the_tiny_values() -> None:
+    def no_unscale(optimizer, scaler, limit=1.0):
+        nn.utils.clip_grad_value_(_params(optimizer), limit)
+
+    failed = failed_checks(nb08.clamp.check(no_unscale))
+    message = failed["leaves small gradients alone and lets scaler.step(optimizer) run"]
+    assert "[1.53e-05, -1.53e-05]" in message and "65536 times too small" in message
+    assert "[0.0, -0.0]" not in message
+
+
+def test_stats_that_append_a_list_are_named() -> None:
+    def per_feature(store):
+        def record(module, args, output):
+            if not nb08.in_backward():
+                store.append(output.detach().mean(0).tolist())
+        return record
+
+    failed = failed_checks(nb08.stats_once.check(per_feature))
+    assert set(failed) == {"records one mean per forward pass without checkpointing",
+                           "records one mean per forward pass under checkpointing"}
+    for message in failed.values():
+        assert message.startswith("the store holds list entries") and "output.mean().item()" in message
+        assert "your function raised" not in message
+
+
+def _strip_messages(hook) -> dict[str, str]:
+    return failed_checks(nb08.strip.check(hook))
+
+
+def test_strip_with_replace_names_the_renamed_key() -> None:
+    def replace(module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+        for key in list(state_dict):
+            state_dict[key.replace("module.", "")] = state_dict.pop(key)
+
+    failed = _strip_messages(replace)
+    assert "'module.submodule.weight' became 'subweight', expected 'submodule.weight'" in (
+        failed["loads keys saved from DDP (module.fc.weight)"])
+    for check in ("loads keys saved from DDP (module.fc.weight)",
+                  "loads keys saved from torch.compile (_orig_mod., also _orig_mod.module.)",
+                  "leaves the caller's dict and its tensors untouched"):
+        assert "binding a new dict" not in failed[check] and "the 'module.' inside 'submodule.'" in failed[check]
+    assert "'_orig_mod.submodule.weight' became '_orig_mod.subweight'" in (
+        failed["loads keys saved from torch.compile (_orig_mod., also _orig_mod.module.)"])
+
+
+def test_strip_that_strips_once_is_named() -> None:
+    def once(module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+        for key in list(state_dict):
+            for wrapper in ("module.", "_orig_mod."):
+                if key.startswith(prefix + wrapper):
+                    state_dict[prefix + key[len(prefix + wrapper):]] = state_dict.pop(key)
+                    break
+
+    failed = _strip_messages(once)
+    assert list(failed) == ["loads keys saved from torch.compile (_orig_mod., also _orig_mod.module.)"]
+    message = failed["loads keys saved from torch.compile (_orig_mod., also _orig_mod.module.)"]
+    assert "'_orig_mod.module.submodule.weight' became 'module.submodule.weight'" in message
+    assert "Strip again" in message and "binding a new dict" not in message
+
+
+def test_strip_that_returns_a_dict_is_named() -> None:
+    def returns(module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+        return {key.removeprefix("module."): value for key, value in state_dict.items()}
+
+    message = mistakes(nb08.strip, returns)
+    assert "PyTorch ignores what a load_state_dict pre-hook returns" in message and "binding" not in message
+
+
+def test_strip_that_ignores_prefix_fails() -> None:
+    def no_prefix(module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+        for key in list(state_dict):
+            stripped = key
+            while stripped.startswith(("module.", "_orig_mod.")):
+                stripped = stripped.split(".", 1)[1]
+            if stripped != key:
+                state_dict[stripped] = state_dict.pop(key)
+
+    failed = _strip_messages(no_prefix)
+    assert list(failed) == ["loads through a hook on the submodule fc (prefix 'fc.')"]
+    message = next(iter(failed.values()))
+    assert "'fc._orig_mod.weight' stayed as it was, expected 'fc.weight'" in message and "key[len(prefix):]" in message
+
+
+def test_worked_solutions_run_where_the_notebook_pastes_them() -> None:
+    # the notebook imports torch, nn and `nb08`: each solution, pasted there, must need nothing else
+    for exercise in (nb08.clamp, nb08.stats_once, nb08.strip):
+        namespace = {"torch": torch, "nn": nn, "nb08": nb08}
+        code = exercise.solution().code
+        exec(compile(code, "<pasted>", "exec"), namespace)  # noqa: S102
+        (name,) = [k for k in namespace if k not in ("torch", "nn", "nb08", "__builtins__")]
+        assert exercise.check(namespace[name]).passed, exercise.title

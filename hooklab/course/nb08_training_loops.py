@@ -32,6 +32,7 @@ import contextlib
 import datetime
 import inspect
 import socket
+import sys
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, cast
@@ -45,6 +46,9 @@ from ..inspection import in_backward
 from ..lab.exercises import Exercise, Mistake, grad_of, made_hook
 
 SEED = 0
+#: this module under the name the notebook gives it, so that a worked solution reads as it runs there
+#: (``nb08.in_backward()``) and runs when pasted into the notebook
+nb08 = sys.modules[__name__]
 
 
 # ------------------------------------------------------------------------ data and model
@@ -436,44 +440,86 @@ def _run_clamp(fn: Callable, grad: list[float], *, scale: float | None) -> tuple
     return after, w.detach().clone(), error
 
 
-def _describe(got: torch.Tensor) -> str:
-    return str([round(v, 4) for v in got.tolist()])
+def _describe(got: torch.Tensor | list[float]) -> str:
+    """Values with 3 significant digits, so that a gradient 65536 times too small still shows."""
+    values = got.tolist() if isinstance(got, torch.Tensor) else got
+    return "[" + ", ".join(f"{v:.3g}" for v in values) + "]"
+
+
+def _step_failed(error: BaseException) -> str:
+    """What to say when the loop's ``scaler.step(optimizer)``, after the learner's function, raised."""
+    text = str(error).strip()
+    said = f'scaler.step(optimizer), which the training loop calls after your function, raised "{text}"'
+    if "step() has already been called" in text:
+        return (f"{said}: your function called scaler.step itself. Leave scaler.step (and scaler.update) to the "
+                "training loop; clamp_step only brings the gradients to true units and clamps them.")
+    return said
+
+
+def _why_not_clamped(after: torch.Tensor, step: torch.Tensor, scale: float, true: list[float],
+                     want: list[float]) -> str | None:
+    """Name the cause when the optimizer did not use ``want`` (the true sum ``true``, clamped at 1).
+    ``after``: p.grad after the learner's function; ``step``: the gradient the optimizer used (lr 1)."""
+    true_t, want_t = torch.tensor(true), torch.tensor(want)
+    if torch.allclose(step, want_t, atol=1e-5):
+        return None
+    divided_again = torch.allclose(step * scale, after, rtol=1e-4, atol=1e-6)  # scaler.step unscaled after fn
+    if divided_again and torch.allclose(after, want_t, atol=1e-5):
+        return (f"p.grad held {_describe(after)} after your function, already in true units, but scaler.unscale_"
+                f"(optimizer) was not called, so scaler.step divided by the scale again: the optimizer used "
+                f"{_describe(step)}, {scale:g} times too small. Call scaler.unscale_(optimizer) instead of "
+                "dividing by hand: it divides once and tells scaler.step not to divide again.")
+    if divided_again and torch.allclose(after.abs(), torch.ones_like(after), atol=1e-5):
+        return (f"the optimizer used {_describe(step)}, {scale:g} times too small: your function clamped the scaled "
+                f"gradient (the true {_describe(true)} times {scale:g}) at 1, then scaler.step divided it by the "
+                "scale. Call scaler.unscale_(optimizer) first, then clamp in true units (or clamp at "
+                "limit * scaler.get_scale()).")
+    if torch.allclose(step, true_t, atol=1e-4):
+        if torch.allclose(after, true_t, atol=1e-4):
+            return (f"scaler.unscale_ ran (p.grad held the true gradient {_describe(true)} after your function), but "
+                    "nothing clamped p.grad: p.grad.clamp(...) returns a new tensor and leaves p.grad as it was. "
+                    "Clamp in place: p.grad.clamp_(...) or torch.nn.utils.clip_grad_value_.")
+        return (f"the optimizer used the unclamped true gradient {_describe(true)} (scaler.step unscaled it): your "
+                "function changed nothing in p.grad. Call scaler.unscale_(optimizer), then clamp p.grad in place "
+                "(p.grad.clamp_(...) or torch.nn.utils.clip_grad_value_).")
+    if divided_again:
+        return (f"p.grad held {_describe(after)} after your function, and since scaler.unscale_(optimizer) was not "
+                f"called, scaler.step divided it by {scale:g}: the optimizer used {_describe(step)}; expected "
+                f"{_describe(want)} (the true sum {_describe(true)}, clamped at 1).")
+    return (f"with GradScaler at scale {scale:g} the optimizer used the gradient {_describe(step)} (true units); "
+            f"expected {_describe(want)} (the true sum {_describe(true)}, clamped at 1).")
 
 
 def _check_accumulated(fn: Callable) -> None:
     got, _, _ = _run_clamp(fn, [0.8, -0.8], scale=None)
     if torch.allclose(got, torch.tensor([2.4, -2.4])):
         raise Mistake("after 3 micro-batches of 0.8 each the gradient is still [2.4, -2.4]: clamp p.grad, the sum "
-                      "of the micro-batches, in place (torch.nn.utils.clip_grad_value_ does), once per step.")
+                      "of the micro-batches, in place (p.grad.clamp_ or torch.nn.utils.clip_grad_value_; "
+                      "p.grad.clamp(...) returns a new tensor), once per step.")
     if not torch.allclose(got, torch.tensor([1.0, -1.0]), atol=1e-5):
         raise Mistake(f"after 3 micro-batches of [0.8, -0.8] (sum [2.4, -2.4]) the gradient became "
-                      f"{_describe(got)}; expected [1.0, -1.0].")
+                      f"{_describe(got)}; expected [1, -1].")
 
 
 def _check_scaled(fn: Callable) -> None:
-    _, w, error = _run_clamp(fn, [0.8, -0.8], scale=65536.0)
+    # the third entry, 0.1 per micro-batch, is inside the limit in true units and far above it in scaled units:
+    # it tells a clamp in scaled units from one in true units
+    after, w, error = _run_clamp(fn, [0.8, -0.8, 0.1], scale=65536.0)
     if error is not None:
-        raise Mistake(f"scaler.step(optimizer) then failed: {error}. Call scaler.unscale_(optimizer) once per step.")
-    step = -w  # lr 1: the weight moved by minus the gradient the optimizer used
-    if torch.allclose(step, torch.tensor([1.0, -1.0]) / 65536, atol=1e-9):
-        raise Mistake("the optimizer used a gradient 65536 times too small: you clamped the scaled gradient at 1. "
-                      "Call scaler.unscale_(optimizer) first, then clamp in true units (or clamp at "
-                      "limit * scaler.get_scale()).")
-    if torch.allclose(step, torch.tensor([2.4, -2.4]), atol=1e-4):
-        raise Mistake("the optimizer used the unclamped true gradient [2.4, -2.4]: clamp p.grad after "
-                      "scaler.unscale_(optimizer).")
-    if not torch.allclose(step, torch.tensor([1.0, -1.0]), atol=1e-5):
-        raise Mistake(f"with GradScaler at scale 65536 the optimizer used the gradient {_describe(step)} (true "
-                      "units); expected [1.0, -1.0] (the true sum [2.4, -2.4], clamped).")
+        raise Mistake(_step_failed(error))
+    why = _why_not_clamped(after, -w, 65536.0, [2.4, -2.4, 0.3], [1.0, -1.0, 0.3])  # lr 1: the step is -w
+    if why is not None:
+        raise Mistake(why)
 
 
 def _check_small(fn: Callable) -> None:
-    _, w, error = _run_clamp(fn, [0.1, -0.2], scale=65536.0)
+    after, w, error = _run_clamp(fn, [0.1, -0.2], scale=65536.0)
     if error is not None:
-        raise Mistake(f"scaler.step(optimizer) failed after your function: {error}")
+        raise Mistake(_step_failed(error))
     if not torch.allclose(-w, torch.tensor([0.3, -0.6]), atol=1e-5):
-        raise Mistake(f"a true gradient of [0.3, -0.6] (3 micro-batches of [0.1, -0.2]) reached the optimizer as "
-                      f"{_describe(-w)}; it is inside [-1, 1], so leave it as it is.")
+        why = _why_not_clamped(after, -w, 65536.0, [0.3, -0.6], [0.3, -0.6])
+        raise Mistake(f"a true gradient of [0.3, -0.6] (3 micro-batches of [0.1, -0.2]) is inside [-1, 1] and must "
+                      f"reach the optimizer as it is; {why}")
 
 
 def _run_overflow(fn: Callable) -> tuple[torch.Tensor, torch.Tensor, float, Any]:
@@ -502,7 +548,7 @@ def _check_overflow(fn: Callable) -> None:
     if torch.isfinite(before).any():  # the checker's own premise
         raise AssertionError(f"the float16 overflow did not happen: the gradient is {before.tolist()}")
     if error is not None:
-        raise Mistake(f"scaler.step(optimizer) failed after your function: {error}")
+        raise Mistake(_step_failed(error))
     if not torch.equal(w, torch.zeros(2)):
         moved = [f"{v:.3g}" for v in w.tolist()]
         raise Mistake(f"the gradients overflowed in float16 (p.grad held {before.tolist()}), yet the optimizer "
@@ -531,7 +577,7 @@ clamp = Exercise(
 # ----------------------------------------------------------- 2: count each real forward pass once
 def make_stats_hook(store):
     def record(module, args, output):
-        if in_backward():  # a checkpoint recomputing the segment: not a new forward pass
+        if nb08.in_backward():  # a checkpoint recomputing the segment: not a new forward pass
             return
         store.append(output.detach().mean().item())
     return record
@@ -559,12 +605,23 @@ def _stats_run(make_hook: Callable, *, checkpointed: bool, passes: int, no_grad:
     return store, expected
 
 
+def _floats_only(store: list) -> None:
+    """A :class:`Mistake` unless every entry of ``store`` is a number (before the checker compares them)."""
+    if any(isinstance(v, torch.Tensor) for v in store):
+        raise Mistake("the store holds tensors: append floats (.item()).")
+    other = [v for v in store if isinstance(v, bool) or not isinstance(v, (int, float))]
+    if other:
+        shown = repr(other[0])
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise Mistake(f"the store holds {type(other[0]).__name__} entries ({shown}): append one float per pass, "
+                      "the mean of the whole output (output.mean().item(), no dim).")
+
+
 def _check_plain(make_hook: Callable) -> None:
     store, expected = _stats_run(make_hook, checkpointed=False, passes=2)
     if len(store) != 2:
         raise Mistake(f"2 forward passes (no checkpointing) left {len(store)} entries; append one float per pass.")
-    if any(isinstance(v, torch.Tensor) for v in store):
-        raise Mistake("the store holds tensors: append floats (.item()).")
+    _floats_only(store)
     if not all(abs(a - b) < 1e-6 for a, b in zip(store, expected)):
         raise Mistake(f"the entries are {[round(v, 4) for v in store]}, expected the output means "
                       f"{[round(v, 4) for v in expected]}.")
@@ -578,6 +635,7 @@ def _check_checkpointed(make_hook: Callable) -> None:
                       "backward pass; it reads the private torch._C._current_graph_task_id(), -1 outside).")
     if len(store) != 2:
         raise Mistake(f"under checkpointing 2 forward passes left {len(store)} entries, expected 2.")
+    _floats_only(store)
     if not all(abs(a - b) < 1e-6 for a, b in zip(store, expected)):
         raise Mistake(f"the entries are {[round(v, 4) for v in store]}, expected {[round(v, 4) for v in expected]}.")
 
@@ -623,7 +681,63 @@ def _target() -> nn.Module:
         return nn.Sequential(OrderedDict([("submodule", nn.Linear(2, 2)), ("fc", nn.Linear(2, 1))]))
 
 
-def _load(hook: Callable, keys_prefix: str) -> tuple[nn.Module, dict, dict, list]:
+def _expected_key(key: str, prefix: str) -> str:
+    """What ``key`` must become: every ``module.`` / ``_orig_mod.`` right after ``prefix`` removed."""
+    if not key.startswith(prefix):
+        return key
+    rest = key[len(prefix):]
+    while rest.startswith(PREFIXES):
+        rest = rest.split(".", 1)[1]
+    return prefix + rest
+
+
+def _renames_at_root(hook: Callable) -> bool:
+    """Whether ``hook``, called as on the model itself (prefix ""), strips ``module.`` from a key."""
+    keys: dict[str, Any] = {"module.weight": None}
+    try:
+        hook(None, keys, "", {}, True, [], [], [])
+    except Exception:
+        return False
+    return "weight" in keys
+
+
+def _why_not_loaded(hook: Callable, saved: dict, renamed: dict[str, str | None], returned: list, prefix: str) -> str:
+    """Name the cause of a failed load from what the hook did: ``renamed`` maps each saved key to the key its
+    tensor had after the hook (``None``: under no key)."""
+    for key in saved:
+        want, got = _expected_key(key, prefix), renamed.get(key)
+        if got == want:
+            continue
+        if got is None:
+            return f"after your hook the tensor saved as {key!r} is under no key; expected {want!r}."
+        if got == key:
+            if any(r is not None for r in returned):
+                return (f"{key!r} stayed as it was: your hook returns a {type(returned[0]).__name__}, and PyTorch "
+                        "ignores what a load_state_dict pre-hook returns. Rename the keys of the dict it is given, "
+                        "in place: state_dict[new] = state_dict.pop(old).")
+            if prefix and _renames_at_root(hook):
+                return (f"{key!r} stayed as it was, expected {want!r}. A hook on the submodule fc gets "
+                        f"prefix={prefix!r} and keys that start with it: look for module. and _orig_mod. after "
+                        "prefix (key[len(prefix):]) and put prefix back in front of the new key.")
+            return (f"{key!r} stayed as it was, expected {want!r}: rename the keys of the dict your hook is given, in "
+                    "place (state_dict[new] = state_dict.pop(old)). `state_dict = {...}` only binds the name to a "
+                    "new dict, which PyTorch never sees.")
+        said = f"{key!r} became {got!r}, expected {want!r}"
+        rest = got[len(prefix):] if got.startswith(prefix) else got
+        if got.startswith(prefix) and rest.startswith(PREFIXES) and key.endswith(rest):
+            return (f"{said}: after one strip the key still starts with {rest.split('.', 1)[0] + '.'!r}. Strip "
+                    "again while it starts with module. or _orig_mod. (torch.compile of a DDP model saves "
+                    "'_orig_mod.module.').")
+        if "submodule." in key and "submodule." not in got:
+            return (f"{said}: replace() also removes the 'module.' inside 'submodule.'. Strip only at the start of "
+                    "the key (after prefix): key.startswith(...) and key[len(...):].")
+        return f"{said}."
+    return ""
+
+
+def _load(hook: Callable, keys_prefix: str, *, on_fc: bool = False) -> tuple[nn.Module, dict, dict, list]:
+    """Load a checkpoint whose keys carry ``keys_prefix`` into a fresh :func:`_target` through ``hook``:
+    on the model (every key) or, with ``on_fc``, on its submodule ``fc`` (then only fc's keys carry it)."""
     try:
         inspect.signature(hook).bind(*range(8))
     except TypeError:
@@ -633,27 +747,37 @@ def _load(hook: Callable, keys_prefix: str) -> tuple[nn.Module, dict, dict, list
     with torch.no_grad():
         for p in source.parameters():
             p.add_(1.0)
-    saved = OrderedDict((keys_prefix + k, v) for k, v in source.state_dict().items())
+    prefix = "fc." if on_fc else ""
+    saved = OrderedDict(((prefix + keys_prefix + k[len(prefix):]) if k.startswith(prefix) else k, v)
+                        for k, v in source.state_dict().items())
     before = OrderedDict((k, v.clone()) for k, v in saved.items())
     objects = list(saved.values())
     model = _target()
-    handle = model.register_load_state_dict_pre_hook(hook)
+    hooked = cast(nn.Module, model.fc) if on_fc else model
+    returned: list = []
+    after: dict[str, Any] = {}
+
+    def learner(*args: Any) -> None:  # PyTorch ignores what a pre-hook returns; the checker keeps it
+        returned.append(hook(*args))
+
+    def spy(module, state_dict, prefix, *rest):  # runs after the learner's hook: the keys it left
+        after.update(state_dict)
+
+    handles = [hooked.register_load_state_dict_pre_hook(learner), hooked.register_load_state_dict_pre_hook(spy)]
     try:
         model.load_state_dict(saved)
     except NotImplementedError:
         raise
     except RuntimeError as exc:
-        text = [line.strip() for line in str(exc).splitlines()[1:] if line.strip()]
-        if not keys_prefix:
-            raise Mistake("keys without a prefix (submodule.weight, fc.weight) no longer load: strip a prefix only "
-                          "at the start of a key (key.startswith(...)); `key.replace('module.', '')` also turns "
-                          "'submodule.weight' into 'subweight'.") from None
-        raise Mistake(f"load_state_dict(strict=True) failed for keys like {next(iter(saved))!r}: "
-                      f"{' '.join(text)[:160]}. Rename the keys of the dict you are given, in "
-                      "place (state_dict[new] = state_dict.pop(old)); binding a new dict to the name does "
-                      "nothing.") from None
+        by_object = {id(v): k for k, v in after.items()}
+        renamed = {k: (by_object.get(id(v)) if k.startswith(prefix) else k) for k, v in saved.items()}
+        why = _why_not_loaded(hook, saved, renamed, returned, prefix)
+        if not why:
+            why = "load_state_dict failed: " + " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        raise Mistake(why) from None
     finally:
-        handle.remove()
+        for h in handles:
+            h.remove()
     return model, saved, before, objects
 
 
@@ -671,6 +795,14 @@ def _check_orig_mod(hook: Callable) -> None:
 
 def _check_plain_keys(hook: Callable) -> None:
     _load(hook, "")
+
+
+def _check_on_submodule(hook: Callable) -> None:
+    model, _, before, _ = _load(hook, "_orig_mod.", on_fc=True)  # as if only fc was compiled: fc._orig_mod.weight
+    for key, value in model.state_dict().items():
+        old = "fc._orig_mod." + key[len("fc."):] if key.startswith("fc.") else key
+        if not torch.equal(value, before[old]):
+            raise Mistake(f"{key} did not get the saved values.")
 
 
 def _check_untouched(hook: Callable) -> None:
@@ -691,6 +823,7 @@ strip = Exercise(
         ("loads keys saved from torch.compile (_orig_mod., also _orig_mod.module.)", _check_orig_mod),
         ("keeps plain keys and a layer named 'submodule' as they are", _check_plain_keys),
         ("leaves the caller's dict and its tensors untouched", _check_untouched),
+        ("loads through a hook on the submodule fc (prefix 'fc.')", _check_on_submodule),
     ],
     solution=strip_prefixes,
 )
