@@ -143,8 +143,21 @@ def test_exercise_reports_learner_exceptions_and_stubs():
         return grad / undefined_name  # noqa: F821
 
     msg = ex.check(broken).mistakes[0]
-    assert "NameError" in msg and "undefined_name" in msg
+    assert msg.startswith("your function raised NameError") and "(at `return grad / undefined_name" in msg
     assert "Mistake" not in msg
+
+
+def test_an_exception_the_check_raises_is_not_blamed_on_the_learner():
+    """A check that fails on what the learner's function returned (here it indexes the result) says
+    the check raised, at the check's line; it does not say "your function raised"."""
+    import hooklab.course.nb01_callbacks as course_module  # any file inside hooklab stands for a check
+
+    source = "def check(fn):\n    return fn()['missing']\n"
+    namespace: dict = {}
+    exec(compile(source, course_module.__file__, "exec"), namespace)
+    msg = Exercise("x", [("indexes the result", namespace["check"])]).check(lambda: {}).mistakes[0]
+    assert msg.startswith("the check (in hooklab) raised KeyError: 'missing'"), msg
+    assert "using what your function returned or changed" in msg and "your function raised" not in msg
 
 
 def test_expect_close_messages():

@@ -4,7 +4,6 @@ An :class:`Exercise` is a list of checks. Each check gets the learner's function
 :class:`Mistake` with a friendly sentence when something is off. ``exercise.check(fn)``
 returns a :class:`Verdict` that prints one line per check.
 
->>> import hooklab
 >>> from hooklab.lab.exercises import Exercise, Mistake
 >>> def returns_double(fn):
 ...     got = fn(3)
@@ -26,8 +25,10 @@ from __future__ import annotations
 import html
 import inspect
 import os
+import sysconfig
 import textwrap
 import traceback
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -150,9 +151,8 @@ class Exercise:
 
     Args:
         title: shown at the top of the verdict.
-        checks: ``(description, check)`` pairs; ``check(fn)`` raises :class:`Mistake` when
-            ``fn`` is wrong. Any other exception from the learner's code is reported as
-            "your function raised ...", with the line it came from.
+        checks: ``(description, check)`` pairs; ``check(fn)`` raises :class:`Mistake` when ``fn`` is
+            wrong; any other exception is reported with the line that raised it (the learner's or the check's).
         hook_kind: if given (``"tensor"``, ``"forward"``, …), the signature is checked first
             and the other checks are skipped when it does not fit.
         solution: the worked solution, shown by :meth:`solution`.
@@ -185,9 +185,8 @@ class Exercise:
             except NotImplementedError:
                 verdict.lines.append((False, description, "not written yet: replace `raise NotImplementedError` "
                                       "with your code and run the cell again."))
-            except Exception as exc:  # the learner's code raised: say where
-                verdict.lines.append((False, description, f"your function raised {type(exc).__name__}: {exc}"
-                                      f"{_where(exc)}"))
+            except Exception as exc:  # say whose line raised: the learner's code, or the check's
+                verdict.lines.append((False, description, _raised(exc)))
         return verdict
 
     def solution(self) -> "Solution":
@@ -206,13 +205,14 @@ class Exercise:
         return f"Exercise({self.title!r}, {len(self.checks)} checks)"
 
 
-def _where(exc: BaseException) -> str:
+def _raised(exc: BaseException) -> str:
+    """The learner's line that raised ``exc`` (innermost outside hooklab and installed packages), else the check's."""
     frames = traceback.extract_tb(exc.__traceback__)
-    learner = [f for f in frames if "hooklab" not in f.filename.replace("\\", "/").split("/")[-2:-1]]
-    if not learner:
-        return ""
-    f = learner[-1]
-    return f" (at `{f.line}`)" if f.line else ""
+    libraries = (str(Path(__file__).resolve().parents[1]), *{sysconfig.get_path(k) for k in ("stdlib", "purelib")})
+    mine = [f for f in frames if not str(Path(f.filename).resolve()).startswith(libraries)]
+    f, who = (mine[-1], "your function") if mine else (frames[-1], "the check (in hooklab)")
+    return (f"{who} raised {type(exc).__name__}: {exc}" + (f" (at `{f.line}`)" if f.line else "")
+            + ("" if mine else ", using what your function returned or changed: look at its return value and edits"))
 
 
 #: The environment variable that hides the worked solutions (any value but "", "0", "false", "no").
