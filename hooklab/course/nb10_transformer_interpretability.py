@@ -42,6 +42,7 @@ from torch import nn
 from ..checker import Exercise, Mistake, made_hook
 from ..hooks import Hooks
 from ..inspection import count_hooks
+from ..plots import fixed_layout
 from .data import seeded, threads
 
 __all__ = ["DIGITS", "MARKER", "QUERY", "VOCAB", "LENGTH", "TOKENS", "text", "make_batch", "Pairs", "make_pairs",
@@ -293,7 +294,9 @@ def draw_map(ax: Any, values: torch.Tensor, rows: Sequence[str], tokens: torch.T
 def draw_lab(fig: Any, values: torch.Tensor, rows: Sequence[str], tokens: torch.Tensor, picked: tuple[int, int],
              scores: dict[str, float], title: str) -> Any:
     """The lab's picture: the patching map with the picked cell framed (left) and the logit
-    difference of the clean run, the corrupted run and the run the lab's hooks make (right)."""
+    difference of the clean run, the corrupted run and the run the lab's hooks make (right). No
+    layout engine (fixed margins): the lab redraws it on every change."""
+    fixed_layout(fig, left=0.09, right=0.98, bottom=0.26, top=0.88, wspace=0.45)
     left, right = fig.subplots(1, 2, width_ratios=[3, 1.3])
     draw_map(left, values, rows, tokens, title=title, picked=picked)
     names = list(scores)
@@ -480,6 +483,10 @@ def _check_steer_adds(make: Callable) -> None:
     if out.shape != plain.shape:
         raise Mistake(f"your hook returned shape {list(out.shape)}; return the whole output, {list(plain.shape)}, "
                       "not only the steered position.")
+    if torch.allclose(out[2], plain[2] + 0.5 * vector, atol=1e-6) and not torch.allclose(
+            out[:, 2], plain[:, 2] + 0.5 * vector, atol=1e-6):
+        raise Mistake("you steered example number 2 of the batch (output[2]), not position 2: the output is "
+                      "[batch, position, width], so every example of the batch is steered at output[:, position].")
     if torch.allclose(out[:, 2], plain[:, 2] + vector, atol=1e-6):
         raise Mistake("you added the vector itself: add strength * vector (here 0.5 × the vector).")
     if not torch.allclose(out[:, 2], plain[:, 2] + 0.5 * vector, atol=1e-6):
