@@ -628,7 +628,7 @@ def _check_run_removes_on_error(fn: Callable) -> None:
 
 
 run_with_hooks_exercise = Exercise(
-    "run_with_hooks: temporary hooks by module name",
+    "Temporary hooks, given by module name",
     [("applies the hooks", _check_run_applies),
      ("registers them in the order given", _check_run_order),
      ("leaves no hook behind", _check_run_removes),
