@@ -375,8 +375,8 @@ EXPECTATIONS: dict[str, dict[str, Any]] = {
                   "answers 3 for at least 90%": "False", "hooks on the model": "1"}),
             Step("everything off: the first view again",
                  {"steer": False, "strength": 1.0, "layer": "embed"},
-                 {"patched": "nothing", "steered": "no", "logit difference 3 − 7": FIRST, "the map at this cell": FIRST,
-                  "hooks on the model": "0"}),
+                 {"patched": "nothing", "steered": "no", "logit difference 3 − 7": FIRST,
+                  "the map at this cell": FIRST, "hooks on the model": "0"}),
         ],
     },
 }

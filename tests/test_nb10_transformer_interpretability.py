@@ -362,7 +362,8 @@ def claims(f: dict[str, object]) -> dict[str, bool]:
         "lab: embed at 5 below 90%": lab_map[0, 5] < 0.9,
         "attribution: the same three cells": top3 == hot and len(hot) == 3,
         "attribution: below patching there": all(estimate.flatten()[i] < shares.flatten()[i] for i in top3),
-        "attribution: exactly 0 where the runs agree": bool((estimate[:, :3] == 0).all() and (estimate[0, 4:] == 0).all()),
+        "attribution: exactly 0 where the runs agree": bool((estimate[:, :3] == 0).all()
+                                                            and (estimate[0, 4:] == 0).all()),
     }
 
 
