@@ -15,7 +15,7 @@ import hooklab.course.nb10_transformer_interpretability as nb10
 from hooklab.course.data import seeded
 from hooklab.plots import figure, to_png
 
-from .checking import mistakes
+from .checking import failed_checks, mistakes
 
 LAYERS = ["embed", "blocks.0", "blocks.1"]
 
@@ -139,13 +139,52 @@ def _into_clean(x, clean, head, d):
 def test_exercise_1_names_the_typical_mistakes():
     assert "[head_dim, heads]" in mistakes(nb10.head_patch_exercise, _head_patch(_strided))
     assert "you patched every head" in mistakes(nb10.head_patch_exercise, _head_patch(_all_heads))
-    assert "columns 0 to 3" in mistakes(nb10.head_patch_exercise, _head_patch(_off_by_one))
+    assert ("you patched columns 0 to 3; head 1, of 3 heads of 4 columns each, is columns 4 to 7"
+            in mistakes(nb10.head_patch_exercise, _head_patch(_off_by_one)))
     in_place = mistakes(nb10.head_patch_exercise, _head_patch(_in_place))
     assert "edits args[0] in place and returns nothing" in in_place and "edited args[0] in place" in in_place
     assert "wrote into `clean_heads`" in mistakes(nb10.head_patch_exercise, _head_patch(_into_clean))
     assert "not a function" in mistakes(nb10.head_patch_exercise, lambda clean_heads, head, head_dim: None)
     got = nb10.head_patch_exercise.check(lambda clean_heads, head, head_dim: lambda module, args, output: None)
     assert not got.passed and "forward pre hook" in " ".join(got.mistakes)
+
+
+def _positions(x, clean, head, d):
+    out = x.clone()
+    columns = slice(head * d, (head + 1) * d)
+    out[:, columns] = clean[:, columns]  # dimension 1 is the position
+    return (out,)
+
+
+def _as_list(x, clean, head, d):
+    out = x.clone()
+    out[..., head * d:(head + 1) * d] = clean[..., head * d:(head + 1) * d]
+    return [out]
+
+
+def _zeroed(x, clean, head, d):
+    out = x.clone()
+    out[..., head * d:(head + 1) * d] = 0.0
+    return (out,)
+
+
+def test_exercise_1_names_positions_lists_and_ablation():
+    """Three mistakes learners made: indexing the positions, returning a list, zeroing the head."""
+    positions = failed_checks(nb10.head_patch_exercise.check(_head_patch(_positions)))
+    assert positions == {"takes exactly one head's columns from the clean run":
+                         "you took positions 4 to 7 from the clean run: heads_out[:, columns] indexes dimension 1, "
+                         "the positions. The heads are the last dimension: "
+                         "heads_out[..., columns] = clean_heads[..., columns]."}
+    as_list = failed_checks(nb10.head_patch_exercise.check(_head_patch(_as_list)))
+    assert as_list == {
+        "returns the new arguments": "your pre-hook returned a list: return a tuple, `(heads_out,)`. PyTorch puts "
+                                     "anything that is not a tuple into one, so out_proj would get the list itself.",
+        "takes exactly one head's columns from the clean run": "return a tuple first (see above)."}
+    zeroed = failed_checks(nb10.head_patch_exercise.check(_head_patch(_zeroed)))
+    assert zeroed == {"takes exactly one head's columns from the clean run":
+                      "you set head 1's columns to zero: that is ablation, not a patch. Take them from the clean "
+                      "run: heads_out[..., columns] = clean_heads[..., columns]."}
+    assert nb10.head_patch_exercise.check(nb10.make_head_patch).passed
 
 
 def _steer(edit):
@@ -197,6 +236,47 @@ def test_exercise_2_names_the_typical_mistakes():
     assert "changed `vector` itself" in mistakes(nb10.steering_exercise, _steer(_scales_vector))
 
 
+def _replaces(out, v, s, p):
+    new = out.clone()
+    new[:, p] = s * v
+    return new
+
+
+def _squared(out, v, s, p):
+    new = out.clone()
+    new[:, p] = new[:, p] + s * s * v
+    return new
+
+
+def _subtracts(out, v, s, p):
+    new = out.clone()
+    new[:, p] = new[:, p] - s * v
+    return new
+
+
+def test_exercise_2_says_what_went_wrong_at_the_position():
+    """Hooks that index [:, position] right but compute the wrong value there fail only the first check,
+    which names the mistake; scaling `vector` in place gives the right output once, and only the last
+    check fails."""
+    first = "adds strength × vector at the position"
+    want = {
+        _no_strength: "you added the vector itself: add strength * vector (here 0.5 × the vector).",
+        _replaces: "you replaced output[:, position] with strength * vector: add it to what is there, "
+                   "output[:, position] + strength * vector.",
+        _squared: "you added strength × strength × vector: multiply the vector by strength once.",
+        _subtracts: "you subtracted strength * vector: add it.",
+    }
+    zero = {"strength 0 changes nothing": "with strength 0 the output should stay exactly as it was."}
+    for wrong, message in want.items():
+        also = zero if wrong in (_no_strength, _replaces) else {}  # these change the output at strength 0 too
+        assert failed_checks(nb10.steering_exercise.check(_steer(wrong))) == {first: message, **also}, wrong.__name__
+    assert failed_checks(nb10.steering_exercise.check(_steer(_scales_vector))) == {
+        "leaves the output and the vector as they were":
+            "your hook changed `vector` itself (an in-place *= or +=): the next call would add a different "
+            "vector. Compute strength * vector into a new tensor."}
+    assert nb10.steering_exercise.check(nb10.make_steering_hook).passed
+
+
 def _no_removal(model, tokens, fwd_hooks):
     for name, hook in fwd_hooks:
         model.get_submodule(name).register_forward_hook(hook)
@@ -239,6 +319,56 @@ def test_exercise_3_names_the_typical_mistakes():
     assert "ran in the order ['second', 'first']" in mistakes(nb10.run_with_hooks_exercise, _reversed)
     assert "the plain model's" in mistakes(nb10.run_with_hooks_exercise, _ignores_hooks)
     assert "returns None" in mistakes(nb10.run_with_hooks_exercise, lambda model, tokens, fwd_hooks: None)
+
+
+def _on_the_model(model, tokens, fwd_hooks):
+    handles = [model.register_forward_hook(hook) for name, hook in fwd_hooks]  # the name is not used
+    try:
+        return model(tokens)
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _last_handle_only(model, tokens, fwd_hooks):
+    for name, hook in fwd_hooks:
+        handle = model.get_submodule(name).register_forward_hook(hook)
+    try:
+        return model(tokens)
+    finally:
+        handle.remove()
+
+
+def _no_return(model, tokens, fwd_hooks):
+    handles = [model.get_submodule(name).register_forward_hook(hook) for name, hook in fwd_hooks]
+    try:
+        model(tokens)
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def test_exercise_3_names_the_module_the_handle_and_the_return():
+    on_model = failed_checks(nb10.run_with_hooks_exercise.check(_on_the_model))
+    assert on_model == {
+        "applies the hooks": "the hook given for 'blocks.1' ran on TinyTransformer, the whole model: register each "
+                             "hook on the module its name gives, model.get_submodule(name).",
+        "registers them in the order given": "the hook given for 'blocks.0' ran on TinyTransformer, the whole "
+                                             "model: register each hook on the module its name gives, "
+                                             "model.get_submodule(name)."}
+    last_only = failed_checks(nb10.run_with_hooks_exercise.check(_last_handle_only))
+    assert last_only == {
+        "leaves no hook behind": "1 of the 2 hooks is still on the model after your function returned: keep "
+                                 "every handle (in a list), not only the last, and call handle.remove() on each "
+                                 "once the model has run.",
+        "leaves no hook behind when a hook raises": "a hook raised, and 1 of the 2 hooks stayed on the model: "
+                                                    "remove every handle in a `finally:` block, which runs also "
+                                                    "when the forward pass raises."}
+    no_return = failed_checks(nb10.run_with_hooks_exercise.check(_no_return))
+    assert no_return == {
+        "applies the hooks": "your function returns None: `return` what model(tokens) returned.",
+        "registers them in the order given": "your function returns None: `return` what model(tokens) returned."}
+    assert nb10.run_with_hooks_exercise.check(nb10.run_with_hooks).passed
 
 
 # ---------------------------------------------------------------------- what the notebook claims, per seed

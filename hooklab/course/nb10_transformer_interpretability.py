@@ -337,19 +337,21 @@ def make_head_patch(clean_heads, head, head_dim):
 
 
 def _heads_input(seed: int) -> torch.Tensor:
-    return torch.randn(2, 3, 3 * 4, generator=torch.Generator().manual_seed(seed))  # 3 heads of 4
+    # 3 heads of 4 columns; 9 positions, so that indexing the positions with the head's columns shows
+    return torch.randn(2, 9, 3 * 4, generator=torch.Generator().manual_seed(seed))
 
 
 def _run_pre_hook(hook: Callable, x: torch.Tensor) -> tuple[Any, torch.Tensor]:
     """Run a ``Linear(12, 12)`` on ``x`` with ``hook`` as its forward pre-hook: what the hook returned
-    and what the layer got."""
+    and what the layer got. A returned list is not passed on (the layer would fail on it): the layer
+    then gets its input unchanged, and the first check names the mistake."""
     layer = seeded(7, lambda: nn.Linear(12, 12))
     got: list[torch.Tensor] = []
     returned: list[Any] = []
 
     def learner(module: nn.Module, args: tuple) -> Any:
         returned.append(hook(module, args))
-        return returned[-1]
+        return None if isinstance(returned[-1], list) else returned[-1]
 
     with Hooks() as hooks, torch.no_grad():
         hooks.forward_pre(layer, learner)
@@ -379,6 +381,9 @@ def _head_case(make: Callable, head: int = 1) -> _HeadCase:
 
 def _check_head_returns(make: Callable) -> None:
     case = _head_case(make)
+    if isinstance(case.returned, list):
+        raise Mistake("your pre-hook returned a list: return a tuple, `(heads_out,)`. PyTorch puts anything that "
+                      "is not a tuple into one, so out_proj would get the list itself.")
     if case.returned is None:
         if not torch.equal(case.got, case.corrupted_before):
             raise Mistake("your pre-hook edits args[0] in place and returns nothing: that tensor belongs to the "
@@ -388,12 +393,25 @@ def _check_head_returns(make: Callable) -> None:
                       "the new arguments, `return (heads_out,)`.")
 
 
+def _span(indices: list[int]) -> str:
+    return f"{indices[0]} to {indices[-1]}" if indices == list(range(indices[0], indices[-1] + 1)) else str(indices)
+
+
 def _check_head_columns(make: Callable) -> None:
     case = _head_case(make)
+    if isinstance(case.returned, list):
+        raise Mistake("return a tuple first (see above).")
     got, clean, corrupted = case.got, case.clean_before, case.corrupted_before
+    mine = list(range(4, 8))
+    positions = [p for p in range(got.shape[1]) if torch.equal(got[:, p], clean[:, p])]
+    if positions and len(positions) < got.shape[1]:
+        raise Mistake(f"you took positions {_span(positions)} from the clean run: heads_out[:, columns] indexes "
+                      "dimension 1, the positions. The heads are the last dimension: "
+                      "heads_out[..., columns] = clean_heads[..., columns].")
     from_clean = sorted({int(c) for c in ((got == clean) & (clean != corrupted)).nonzero()[:, -1].tolist()})
-    if from_clean == list(range(4, 8)) and torch.equal(got[..., 4:8], clean[..., 4:8]):
-        if not torch.equal(got[..., [0, 1, 2, 3, 8, 9, 10, 11]], corrupted[..., [0, 1, 2, 3, 8, 9, 10, 11]]):
+    if from_clean == mine and torch.equal(got[..., 4:8], clean[..., 4:8]):
+        others = [0, 1, 2, 3, 8, 9, 10, 11]
+        if not torch.equal(got[..., others], corrupted[..., others]):
             raise Mistake("the other heads' columns changed: leave every column outside head 1 as it was.")
         return
     if from_clean == [1, 4, 7, 10]:
@@ -403,11 +421,15 @@ def _check_head_columns(make: Callable) -> None:
     if from_clean == list(range(12)):
         raise Mistake("you patched every head: take only the columns of head `head` from the clean run.")
     if from_clean == list(range(0, 4)) or from_clean == list(range(8, 12)):
-        raise Mistake(f"you patched columns {from_clean[0]} to {from_clean[-1]}; head 1 of 3 heads of 4 is columns "
+        raise Mistake(f"you patched columns {_span(from_clean)}; head 1, of 3 heads of 4 columns each, is columns "
                       "4 to 7: slice(head * head_dim, (head + 1) * head_dim).")
+    if not from_clean and (got[..., mine] == 0).all():
+        raise Mistake("you set head 1's columns to zero: that is ablation, not a patch. Take them from the clean "
+                      "run: heads_out[..., columns] = clean_heads[..., columns].")
     if not from_clean:
         raise Mistake("nothing came from the clean run: heads_out[..., columns] = clean_heads[..., columns].")
-    raise Mistake(f"columns {from_clean} came from the clean run; head 1 of 3 heads of 4 is columns 4 to 7.")
+    raise Mistake(f"columns {from_clean} came from the clean run; head 1, of 3 heads of 4 columns each, is "
+                  "columns 4 to 7.")
 
 
 def _check_head_clean_kept(make: Callable) -> None:
@@ -485,7 +507,7 @@ def _steer_case(make: Callable, strength: float, position: int = 2) -> tuple[_Ru
 
 
 def _check_steer_adds(make: Callable) -> None:
-    run, vector, _ = _steer_case(make, 0.5)
+    run, _, vector = _steer_case(make, 0.5)  # the vector as it was given (a hook may scale it in place)
     plain = run.output_before
     if run.returned is None:
         if not torch.equal(run.output_seen, plain):
@@ -500,14 +522,21 @@ def _check_steer_adds(make: Callable) -> None:
             out[:, 2], plain[:, 2] + 0.5 * vector, atol=1e-6):
         raise Mistake("you steered example number 2 of the batch (output[2]), not position 2: the output is "
                       "[batch, position, width], so every example of the batch is steered at output[:, position].")
-    if torch.allclose(out[:, 2], plain[:, 2] + vector, atol=1e-6):
-        raise Mistake("you added the vector itself: add strength * vector (here 0.5 × the vector).")
+    wrong = [(plain[:, 2] + vector, "you added the vector itself: add strength * vector (here 0.5 × the vector)."),
+             (0.5 * vector.expand_as(plain[:, 2]), "you replaced output[:, position] with strength * vector: add it "
+              "to what is there, output[:, position] + strength * vector."),
+             (plain[:, 2] + 0.25 * vector, "you added strength × strength × vector: multiply the vector by "
+              "strength once."),
+             (plain[:, 2] - 0.5 * vector, "you subtracted strength * vector: add it.")]
+    for value, message in wrong:
+        if torch.allclose(out[:, 2], value, atol=1e-6):
+            raise Mistake(message)
     if not torch.allclose(out[:, 2], plain[:, 2] + 0.5 * vector, atol=1e-6):
         raise Mistake("at the position, the result should be output[:, position] + strength * vector.")
 
 
 def _check_steer_only_there(make: Callable) -> None:
-    run, vector, _ = _steer_case(make, 0.5)
+    run, _, vector = _steer_case(make, 0.5)
     plain, out = run.output_before, run.result
     if out.shape != plain.shape:
         raise Mistake("fix the returned shape first (see above).")
@@ -516,8 +545,10 @@ def _check_steer_only_there(make: Callable) -> None:
     others = [p for p in range(out.shape[1]) if p != 2]
     if not torch.equal(out[:, others], plain[:, others]):
         raise Mistake("positions other than `position` changed: add at output[:, position] only.")
-    if torch.equal(out[0], plain[0]) or not torch.allclose(out[:, 2], plain[:, 2] + 0.5 * vector, atol=1e-6):
-        raise Mistake("every example of the batch should be steered at `position`: index [:, position].")
+    unsteered = [i for i in range(out.shape[0]) if torch.equal(out[i, 2], plain[i, 2])]
+    if unsteered:  # how much was added there is the first check's business
+        raise Mistake(f"example(s) {unsteered} of the batch were not steered: every example is steered at "
+                      "`position`, output[:, position].")
 
 
 def _check_steer_zero(make: Callable) -> None:
@@ -574,25 +605,48 @@ def _call_run(fn: Callable, model: nn.Module, tokens: torch.Tensor, hooks: list)
     return out
 
 
+def _where_ran(hook: Callable, ran_on: list[nn.Module]) -> Callable:
+    """``hook``, noting the module it runs on in ``ran_on``."""
+    def noted(module: nn.Module, args: tuple, output: Any) -> Any:
+        ran_on.append(module)
+        return hook(module, args, output)
+    return noted
+
+
+def _check_ran_on(model: nn.Module, name: str, ran_on: list[nn.Module]) -> None:
+    wrong = [m for m in ran_on if m is not model.get_submodule(name)]
+    if wrong:
+        what = "the whole model" if wrong[0] is model else "another module"
+        raise Mistake(f"the hook given for {name!r} ran on {type(wrong[0]).__name__}, {what}: register each hook "
+                      "on the module its name gives, model.get_submodule(name).")
+
+
 def _check_run_applies(fn: Callable) -> None:
     model, (tokens, _) = _tiny_model(), make_batch(3, 1)
+    replacement = torch.randn(3, LENGTH, 8, generator=torch.Generator().manual_seed(5))  # what the hook returns
     with torch.no_grad():
         plain = model(tokens)
-        zero = model.ln_f(torch.zeros(3, LENGTH, 8)) @ model.unembed.weight.T
-    out = _call_run(fn, model, tokens, [("blocks.1", lambda m, a, o: torch.zeros_like(o))])
+        want = model.unembed(model.ln_f(replacement))
+    ran_on: list[nn.Module] = []
+    hook = _where_ran(lambda m, a, o: replacement.clone(), ran_on)
+    out = _call_run(fn, model, tokens, [("blocks.1", hook)])
+    _check_ran_on(model, "blocks.1", ran_on)
     if not isinstance(out, torch.Tensor) or out.shape != plain.shape:
         raise Mistake(f"return the model's output, a tensor of shape {list(plain.shape)}.")
     if torch.equal(out, plain):
         raise Mistake("the output is the plain model's: register each hook on model.get_submodule(name) "
                       "before calling model(tokens).")
-    if not torch.allclose(out, zero, atol=1e-6):
-        raise Mistake("the hook on 'blocks.1' (it returns zeros) did not decide the output: register the hooks "
+    if not torch.allclose(out, want, atol=1e-5):
+        raise Mistake("what the hook on 'blocks.1' returned did not decide the output: register the hooks "
                       "with register_forward_hook, on the module each name gives.")
 
 
 def _check_run_order(fn: Callable) -> None:
     model, (tokens, _) = _tiny_model(), make_batch(2, 1)
+    with torch.no_grad():  # before the learner's function runs: a hook it leaves behind cannot change this
+        want = model.unembed(model.ln_f(model.blocks[1](model.blocks[0](model.embed(tokens)) * 2 + 1)))
     order: list[str] = []
+    ran_on: list[nn.Module] = []
 
     def first(m, a, o):
         order.append("first")
@@ -602,22 +656,26 @@ def _check_run_order(fn: Callable) -> None:
         order.append("second")
         return o + 1
 
-    out = _call_run(fn, model, tokens, [("blocks.0", first), ("blocks.0", second)])
+    hooks = [("blocks.0", _where_ran(first, ran_on)),
+             ("blocks.0", _where_ran(second, ran_on))]
+    out = _call_run(fn, model, tokens, hooks)
+    _check_ran_on(model, "blocks.0", ran_on)
     if order != ["first", "second"]:
         raise Mistake(f"two hooks on one module ran in the order {order}; register them in the order given.")
-    with torch.no_grad():
-        want = model.unembed(model.ln_f(model.blocks[1](model.blocks[0](model.embed(tokens)) * 2 + 1)))
     if not torch.allclose(out, want, atol=1e-5):
         raise Mistake("each hook should get what the hook before it returned (register them all, in order).")
 
 
 def _check_run_removes(fn: Callable) -> None:
     model, (tokens, _) = _tiny_model(), make_batch(2, 1)
-    _call_run(fn, model, tokens, [("blocks.0", lambda m, a, o: None), ("ln_f", lambda m, a, o: None)])
+    with torch.no_grad():  # what it returns is the first check's business
+        fn(model, tokens, [("blocks.0", lambda m, a, o: None), ("ln_f", lambda m, a, o: None)])
     left = count_hooks(model, include_global=False)
     if left:
-        raise Mistake(f"{left} hook(s) are still on the model after your function returned: keep every handle "
-                      "and call handle.remove() on each once the model has run.")
+        some = ", not only the last," if left == 1 else ""
+        raise Mistake(f"{left} of the 2 hooks {'is' if left == 1 else 'are'} still on the model after your "
+                      f"function returned: keep every handle (in a list){some} and call handle.remove() on each "
+                      "once the model has run.")
 
 
 def _check_run_removes_on_error(fn: Callable) -> None:
@@ -636,7 +694,7 @@ def _check_run_removes_on_error(fn: Callable) -> None:
                       "(no bare except).")
     left = count_hooks(model, include_global=False)
     if left:
-        raise Mistake(f"a hook raised, and {left} hook(s) stayed on the model: remove the handles in a "
+        raise Mistake(f"a hook raised, and {left} of the 2 hooks stayed on the model: remove every handle in a "
                       "`finally:` block, which runs also when the forward pass raises.")
 
 
