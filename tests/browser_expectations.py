@@ -376,7 +376,7 @@ EXPECTATIONS: dict[str, dict[str, Any]] = {
             Step("everything off: the first view again",
                  {"steer": False, "strength": 1.0, "layer": "embed"},
                  {"patched": "nothing", "steered": "no", "logit difference 3 − 7": FIRST,
-                  "the map at this cell": FIRST, "hooks on the model": "0"}),
+                  "the map at this cell (if patched)": FIRST, "hooks on the model": "0"}),
         ],
     },
 }

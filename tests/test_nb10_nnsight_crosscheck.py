@@ -6,7 +6,9 @@ requirements.txt), on the same model and input.
   logits with the notebook's forward hook as with nnsight's assignment inside a trace;
 * what notebook 10's table says about nnsight 0.8.1: wrapping a model replaces each module's
   ``forward`` (so the test wraps a copy), and a trace registers no PyTorch hook, also while the
-  forward pass is under way; a forward hook on a wrapped module still fires, after nnsight's edit.
+  forward pass is under way; a forward hook on a wrapped module still fires, after nnsight's edit;
+  ``.save()`` keeps the tensor itself, not a copy; ``NNsight(model)`` refuses a second invoke; the
+  replaced ``forward`` stays after a trace and does nothing outside one.
 
 Nothing is downloaded: the model is the notebook's tiny transformer, trained here.
 """
@@ -110,3 +112,42 @@ def test_a_hook_on_a_wrapped_module_sees_nnsights_edit(models):
         wrapped.blocks[0].output[:, 2] = 0.0
         wrapped.output.save()
     assert (rec["blocks.0"].output[:, 2] == 0).all() and (rec["blocks.0"].output[:, 1] != 0).any()
+
+
+def test_save_keeps_the_tensor_itself_not_a_copy(models):
+    """The table's 'record' row: an assignment after .save() in the same trace changes what was saved;
+    .clone().save() keeps the value."""
+    _, _, wrapped = models
+    tokens, _ = nb10.make_batch(4, seed=15)
+    with torch.no_grad(), wrapped.trace(tokens):
+        saved = wrapped.blocks[0].output.save()
+        copied = wrapped.blocks[0].output.clone().save()
+        wrapped.blocks[0].output[:, 0] = 0.0
+    assert (saved[:, 0] == 0).all() and (copied[:, 0] != 0).any()
+    assert torch.equal(saved[:, 1:], copied[:, 1:])
+
+
+def test_a_plain_nnsight_wrapper_refuses_a_second_invoke(models):
+    """The table's 'patch' row: NNsight(model) cannot batch two invokes of one trace (only its Hugging Face
+    wrappers can), so a clean value comes from an earlier trace."""
+    _, _, wrapped = models
+    tokens, _ = nb10.make_batch(4, seed=16)
+    with pytest.raises(NotImplementedError, match="does not support batching multiple invokes"):
+        with torch.no_grad(), wrapped.trace() as tracer:
+            with tracer.invoke(tokens):
+                wrapped.blocks[0].output.save()
+            with tracer.invoke(tokens):
+                wrapped.blocks[0].output.save()
+
+
+def test_the_replaced_forward_stays_and_is_inactive_outside_a_trace(models):
+    """The table's 'hooks removed' row: after a trace, the wrapped copy keeps nnsight's forward, and a plain
+    call gives what the original model gives."""
+    model, twin, wrapped = models
+    tokens, _ = nb10.make_batch(4, seed=17)
+    with torch.no_grad(), wrapped.trace(tokens):
+        wrapped.blocks[0].output[:, 0] = 0.0
+        wrapped.output.save()
+    assert "forward" in vars(twin.blocks[0]) and hooklab.count_hooks(twin) == 0
+    with torch.no_grad():
+        assert torch.equal(twin(tokens), model(tokens))

@@ -418,7 +418,10 @@ def notebook_figures(trained: nb10.Trained) -> dict[str, object]:
     projections = [f"blocks.{i}.{part}" for i in range(2) for part in ("attn.out_proj", "mlp.fc_out")]
     with hooklab.Recorder(model, *projections, what=("input",)) as rec, torch.no_grad():
         model(test_tokens)
-    means = {name: rec[name].input[0].mean(dim=(0, 1)) for name in projections}
+    means = {name: rec[name].input[0].mean(dim=0) for name in projections}  # one mean per position
+    heads_in = rec["blocks.1.attn.out_proj"].input[0]
+    pooled = heads_in.mean(dim=(0, 1))
+    figures["heads' mean at the last position"] = ((heads_in[:, -1].mean(0) - pooled).norm(), pooled.norm())
 
     def ablated(name, value):
         def pre_hook(module, args):
@@ -443,11 +446,12 @@ def notebook_figures(trained: nb10.Trained) -> dict[str, object]:
     at_digit = torch.zeros(nb10.LENGTH, 1)
     at_digit[3] = 1.0
     other_sevens = nb10.make_pairs(256, seed=9, digits=(3, 7)).corrupted
-    for strength in (0.0, 1.0):
+    for strength in (0.0, 0.25, 0.5, 1.0, 2.0):
         with hooklab.Hooks() as hooks, torch.no_grad():
             hooks.forward(model.blocks[0], lambda module, args, output: output + strength * at_digit * vector)
             answer = model(other_sevens)[:, -1].argmax(-1)
-        figures[f"steer {strength}"] = ((answer == 3).float().mean().item(), (answer == 7).float().mean().item())
+        figures[f"steer {strength}"] = tuple(share.float().mean().item() for share in
+                                             (answer == 3, answer == 7, (answer != 3) & (answer != 7)))
     lab = nb10.make_pairs(128, seed=21, digits=(3, 7))
     with hooklab.Hooks() as hooks, torch.no_grad():
         hooks.forward(model.blocks[0], lambda module, args, output: output + at_digit * vector)
@@ -487,6 +491,9 @@ def claims(f: dict[str, object]) -> dict[str, bool]:
         "ablation: blocks.1 MLP zero-ablated ≥ 95%": f["blocks.1 MLP"][0] >= 0.95,
         "steer 0: answers 7 ≥ 98%": f["steer 0.0"][1] >= 0.98,
         "steer 1: answers 3 ≥ 90%": f["steer 1.0"][0] >= 0.9,
+        "steer up to 2: every answer 3 or 7": all(f[f"steer {s}"][2] == 0 for s in (0.0, 0.25, 0.5, 1.0, 2.0)),
+        "ablation: the heads' last position far from their pooled mean": bool(
+            f["heads' mean at the last position"][0] > f["heads' mean at the last position"][1]),
         "lab: steer 1 answers 3 ≥ 90%": f["lab steer 1"] >= 0.9,
         "lab: the exact cells": lab_map[0, 3] == 1 and lab_map[2, 7] == 1 and lab_map[2, 3] == 0,
         "lab: embed at 5 below 90%": lab_map[0, 5] < 0.9,

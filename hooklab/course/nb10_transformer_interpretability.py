@@ -295,7 +295,8 @@ def draw_map(ax: Any, values: torch.Tensor, rows: Sequence[str], tokens: torch.T
     labels = [f"{i}\n{TOKENS[t]}" for i, t in enumerate(tokens.tolist())] if tokens is not None else \
         [str(i) for i in range(shown.shape[1])]
     ax.set_xticks(range(shown.shape[1]), labels, fontsize=8)
-    ax.set_xlabel("position (and its token in the clean run)", fontsize=8)
+    ax.set_xlabel("position (and the first pair's clean token there)" if tokens is not None else "position",
+                  fontsize=8)
     if picked is not None:
         r, c = picked
         ax.add_patch(patches.Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, edgecolor="#d62728", linewidth=2.5))
