@@ -50,13 +50,16 @@ def say(msg: str) -> None:
     print(f"[dev] {msg}", flush=True)
 
 
+def requirements_digest() -> str:
+    """What .venv was installed for (kept in STAMP): requirements.txt and pyproject.toml."""
+    return hashlib.sha256((ROOT / "requirements.txt").read_bytes() + (ROOT / "pyproject.toml").read_bytes()).hexdigest()
+
+
 def setup() -> None:
     """Create .venv and install requirements.txt (again only when it or pyproject.toml changed)."""
     if sys.version_info < (3, 10):
         sys.exit(f"hooklab needs Python 3.10 or newer (3.11 recommended); this is {sys.version.split()[0]}.")
-    digest = hashlib.sha256(
-        (ROOT / "requirements.txt").read_bytes() + (ROOT / "pyproject.toml").read_bytes()
-    ).hexdigest()
+    digest = requirements_digest()
     if PY.exists() and STAMP.exists() and STAMP.read_text() == digest:
         return
     if not PY.exists():

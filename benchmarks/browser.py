@@ -120,7 +120,8 @@ def floors(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
         if r.get("error"):
             rows.append((f"browser {n}: every control used", r["error"][:120], False))
             continue
-        if r["median_ms"] is None:
+        if r["median_ms"] is None:  # no change was timed: its floors cannot be measured
+            rows.append((f"browser {n}: click to view", "cannot be measured: no change of a control was timed", False))
             continue
         if r["training"]:
             rows += [

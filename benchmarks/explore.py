@@ -1,14 +1,15 @@
 """``hooklab.explore`` on ``resnet18(weights=None)`` at batch 1, 3×224×224, and on the big models a
 learner brings (``vit_b_16``, ``convnext_tiny``).
 
-Measured: building the panel (its one pass with autograd over every module, then one without);
-a forward pass alone, without hooks, with the panel's number of threads (what an update that
-runs the model cannot go below); and ``changes`` updates driven from Python with the same driver
-as the notebooks' panels (its controls in turn: toggles on and off, sliders between their ends,
-the module dropdown through its options; the filter, a text box, is left alone). For every
-update the panel's own profile says what it recomputed: a forward pass (a new combination of
-module and interventions) or nothing (a module picked without interventions, or a combination
-seen before), and how long the forward pass, the statistics and the picture took.
+Measured: building the panel (its one pass with autograd over every module); a forward pass
+alone, without hooks, with the panel's number of threads (what an update that runs the model
+cannot go below); and ``changes`` updates driven from Python with the same driver as the
+notebooks' panels (its controls in turn: toggles on and off, sliders between their ends, the
+module dropdown through its options; the filter, a text box, is left alone). Each update is timed
+from outside, and a forward pre-hook and a forward hook on the model (the bench's own) count and
+time the passes it ran: one (a new combination of module and interventions; two for the first,
+with the reference pass) or none (a module picked without interventions, or a combination seen
+before).
 
 Floor: the median update at most 150 ms. Afterwards ``panel.remove()`` must leave 0 hooks.
 
@@ -106,35 +107,37 @@ def run(changes: int = 40, size: int = 224, threads: int | None = 1, model: Any 
         torch.set_num_threads(old)
 
     start = time.perf_counter()
-    panel = hooklab.explore(model, x, threads=threads, name="bench: explore resnet18")
+    panel = hooklab.explore(model, x, threads=threads, name=f"bench: explore {label}")
     panel.state()  # the first view, as showing the panel renders it
     build_ms = (time.perf_counter() - start) * 1000
 
     driver = _driver()
-    names = list(panel._order)
+    names = list(panel.panel.controls)
     per_control = -(-changes // max(1, len(names)))
     plan = {}
     for name in names:
-        values, kind = driver["_bench_sequence"](panel, name, per_control)
+        values, kind = driver["_bench_sequence"](panel.panel, name, per_control)
         if values:
             plan[name] = (values, kind)
     order = list(plan)
-    updates = []
-    for i in range(changes):
-        name = order[i % len(order)]
-        value = plan[name][0][i // len(order)]
-        before = dict(panel.profile)
-        start = time.perf_counter()
-        error = ""
-        try:
-            panel.set(**{name: value})
-        except Exception as exc:  # counted, and the floor then fails
-            error = f"{type(exc).__name__}: {exc}"
-        ms = (time.perf_counter() - start) * 1000
-        ran = panel.profile["forward passes"] - before.get("forward passes", 0)
-        updates.append({"control": name, "value": value if not isinstance(value, float) else round(value, 3),
-                        "ms": ms, "ran the model": bool(ran), "error": error,
-                        **{f"{k} ms": v for k, v in panel.timings.items()}})
+    passes: list[float] = []  # the model's passes, timed from outside by a pre-hook and a hook on it
+    with hooklab.Hooks() as stopwatch:
+        stopwatch.forward_pre(model, lambda m, args: passes.append(-time.perf_counter()))
+        stopwatch.forward(model, lambda m, args, out: passes.append(passes.pop() + time.perf_counter()))
+        updates = []
+        for i in range(changes):
+            name = order[i % len(order)]
+            value = plan[name][0][i // len(order)]
+            passes.clear()
+            start = time.perf_counter()
+            error = ""
+            try:
+                panel.set(**{name: value})
+            except Exception as exc:  # counted, and the floor then fails
+                error = f"{type(exc).__name__}: {exc}"
+            ms = (time.perf_counter() - start) * 1000
+            updates.append({"control": name, "value": value if not isinstance(value, float) else round(value, 3),
+                            "ms": ms, "ran the model": len(passes), "forward ms": sum(passes) * 1000, "error": error})
     hooks_during = panel.hook_count()
     panel.remove()
     hooks_left = hooklab.count_hooks(model)
@@ -159,8 +162,7 @@ def run(changes: int = 40, size: int = 224, threads: int | None = 1, model: Any 
         "ran_model": len(ran),
         "median_ran_model_ms": med(ran),
         "median_cached_ms": med(cached),
-        "median_forward_ms": med([u["forward ms"] for u in updates if "forward ms" in u]),
-        "median_picture_ms": med([u["picture ms"] for u in updates if "picture ms" in u]),
+        "median_forward_ms": med([u["forward ms"] for u in updates if u["ran the model"]]),
         "errors": [u["error"] for u in updates if u["error"]],
         "hooks_during": hooks_during,
         "hooks_left": hooks_left,
@@ -189,7 +191,7 @@ def markdown(result: dict[str, Any]) -> list[str]:
     lines = [
         "", "## hooklab.explore", "",
         f"`hooklab.explore(model, x)` on {result['model']} ({threads} while the panel runs the model). Building the "
-        f"panel (one pass with autograd recording every module, one without): {ms(result['build_ms'])} ms. A forward "
+        f"panel (one pass with autograd recording every module): {ms(result['build_ms'])} ms. A forward "
         f"pass alone, without hooks: {ms(result['forward_alone_ms'])} ms (median of 5).",
         "",
         f"{result['changes']} updates, driven as the notebooks' panels are (controls in turn: "
@@ -204,9 +206,7 @@ def markdown(result: dict[str, Any]) -> list[str]:
         f"{ms(result['median_forward_ms'])}) |",
         f"| read from the record | {result['changes'] - result['ran_model']} | {ms(result['median_cached_ms'])} |",
         "",
-        f"Pictures (histogram and feature maps, drawn with Pillow): median {ms(result['median_picture_ms'])} ms when "
-        f"drawn, reused otherwise. Hooks while driven: {result['hooks_during']} at the end; after `panel.remove()`: "
-        f"{result['hooks_left']}.",
+        f"Hooks the panel held at the end: {result['hooks_during']}; after `panel.remove()`: {result['hooks_left']}.",
     ]
     if result["errors"]:
         lines.append(f"\nErrors: {result['errors'][:3]}")

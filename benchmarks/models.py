@@ -38,8 +38,8 @@ def run(seeds: list[int], other_cpu: bool = False) -> dict[str, Any]:
     return every figure and whether the floors hold."""
     result = _run_here(seeds)
     if other_cpu:
-        from .portability import ROOT, _other_cpu_env
-        env = dict(os.environ, PYTHONUTF8="1", **_other_cpu_env())
+        from .portability import ROOT, other_cpu_env
+        env = dict(os.environ, PYTHONUTF8="1", **other_cpu_env())
         out = subprocess.run([sys.executable, "-m", "benchmarks.models", *map(str, seeds)], cwd=ROOT, env=env,
                              capture_output=True, text=True, check=True)
         other = json.loads(out.stdout)

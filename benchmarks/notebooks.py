@@ -32,80 +32,54 @@ MARK = "HOOKLAB-BENCH-PANELS "
 #: Runs in the notebook's kernel after its last cell. Prints one line: MARK + JSON.
 PANEL_CODE = r'''
 import json as _json, time as _time
-import hooklab.plots as _plots
-import hooklab.widgets as _hw
+import hooklab as _hooklab
 
 def _bench_sequence(panel, name, n):
     """n values for control `name`, each different from the one before (and from the current)."""
-    if name in panel._toggles:
-        now = bool(panel._toggles[name][0].value)
-        return [(not now) if i % 2 == 0 else now for i in range(n)], "toggle"
-    w = panel._inputs[name]
+    w = panel.controls[name]
+    if isinstance(w.value, bool):
+        return [(not w.value) if i % 2 == 0 else w.value for i in range(n)], "toggle"
     if hasattr(w, "min") and hasattr(w, "max"):
         lo, hi = w.min, w.max
         if lo == hi:
             return [], "slider"
         first, second = (lo, hi) if w.value != lo else (hi, lo)
         return [first if i % 2 == 0 else second for i in range(n)], "slider"
-    options = list(getattr(w, "_options_values", None) or [])
+    options = [o[1] if isinstance(o, tuple) else o for o in getattr(w, "options", ())]
     if len(options) < 2:
         return [], "dropdown"
     start = options.index(w.value) if w.value in options else -1
     return [options[(start + 1 + i) % len(options)] for i in range(n)], "dropdown"
 
 def _bench_panels(n):
-    """n changes per panel, round-robin over its controls (each control to its next value)."""
+    """n changes per panel, round-robin over its controls (each control to its next value); each
+    panel.set() timed from outside, from the value change to the rebuilt view."""
     result = []
-    for title, panel in list(_hw.Panel._open.items()):
-        names = list(panel._order)
+    for title, panel in list(_hooklab.Panel.open_panels.items()):
+        names = list(panel.controls)
         per_control = -(-n // max(1, len(names)))
         plan = {}
         for name in names:
             values, kind = _bench_sequence(panel, name, per_control)
             if values:
                 plan[name] = (values, kind)
-        stats = {name: {"control": name, "kind": kind, "changes": 0, "ms": [], "render_ms": [],
-                        "updated": 0, "errors": 0} for name, (_, kind) in plan.items()}
+        stats = {name: {"control": name, "kind": kind, "changes": 0, "ms": [], "updated": 0, "errors": 0}
+                 for name, (_, kind) in plan.items()}
         order = list(plan)
-        # the plot's share: drawing (panel._plot) plus PNG encoding (hooklab.plots.to_png)
-        spent, depth = [0.0], [0]
-        def _timed(fn):
-            def timed(*args):
-                depth[0] += 1
-                t = _time.perf_counter()
-                try:
-                    return fn(*args)
-                finally:
-                    depth[0] -= 1
-                    if depth[0] == 0:  # a plot that encodes a PNG itself is not counted twice
-                        spent[0] += (_time.perf_counter() - t) * 1000
-            return timed
-        original_plot, original_png = panel._plot, _plots.to_png
-        if original_plot is not None:
-            panel._plot, _plots.to_png = _timed(original_plot), _timed(original_png)
-        plot_ms = []
         for i in range(n if order else 0):
             name = order[i % len(order)]
             value = plan[name][0][i // len(order)]
             c = stats[name]
             before = panel.updates
-            spent[0] = 0.0
             t0 = _time.perf_counter()
             try:
                 panel.set(**{name: value})
             except Exception:
                 c["errors"] += 1
             c["ms"].append((_time.perf_counter() - t0) * 1000)
-            if original_plot is not None:
-                plot_ms.append(spent[0])
-                spent[0] = 0.0
             c["changes"] += 1
-            if panel.updates > before:
-                c["updated"] += 1
-                c["render_ms"].append(panel.last_update_ms)
-        panel._plot, _plots.to_png = original_plot, original_png
-        result.append({"panel": title, "plot": panel.image is not None, "plot_ms": plot_ms,
-                       "controls": list(stats.values()),
+            c["updated"] += panel.updates > before
+        result.append({"panel": title, "plot": panel.image is not None, "controls": list(stats.values()),
                        "skipped": [n_ for n_ in names if n_ not in plan]})
     return result
 
@@ -129,8 +103,6 @@ def _panel_summary(panels: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "changes": len(times),
             "median_ms": statistics.median(times) if times else None,
             "worst_ms": max(times) if times else None,
-            "plot_median_ms": statistics.median(p["plot_ms"]) if p["plot_ms"] else None,
-            "render_median_ms": statistics.median([t for c in p["controls"] for t in c["render_ms"]] or [0.0]),
             "not_updated": sum(c["changes"] - c["updated"] for c in p["controls"]),
             "errors": sum(c["errors"] for c in p["controls"]),
             "per_control": {c["control"]: {"median_ms": statistics.median(c["ms"]) if c["ms"] else None,

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 import hooklab
+from hooklab.inspection import count_hooks, hook_dicts
 
 #: Setting up one variant returns a teardown function.
 Setup = Callable[[nn.Module], Callable[[], None]]
@@ -109,10 +110,10 @@ def hook_call_cost(calls: int = 500, rounds: int = 7) -> dict[str, float]:
         for name, (setup, _) in VARIANTS.items():
             if name == "no hooks":
                 continue
-            before = set(target._forward_hooks)
+            before = set(hook_dicts(target)["forward"])
             teardowns.append(setup(model))
-            [key] = set(target._forward_hooks) - before
-            hooks[name] = target._forward_hooks[key]
+            [key] = set(hook_dicts(target)["forward"]) - before
+            hooks[name] = hook_dicts(target)["forward"][key]
         best = {name: float("inf") for name in hooks}
         for _ in range(rounds):
             for name, hook in hooks.items():
@@ -185,7 +186,7 @@ def run(reps: int = 30, forwards: int = 3, one_shot_reps: int | None = None, see
                     model(x)
                     teardown()
             one_shot[name].append((time.perf_counter() - start) * 1000)
-    leftover = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+    leftover = count_hooks(model)
     per_call = hook_call_cost()
     calls_per_forward = _hook_calls_per_forward(model, x)
 

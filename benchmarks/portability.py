@@ -2,7 +2,7 @@
 
 A trained model's digits change with the machine (other float kernels, another thread count):
 that is why the notebooks print claims that hold everywhere and mark per-run figures with ``≈``
-(:mod:`hooklab.portable`), which the tests mask. ``python3 dev.py test`` and
+(:mod:`hooklab.claims`), which the tests mask. ``python3 dev.py test`` and
 ``python3 dev.py test --other-cpu`` check the stored outputs for the notebooks' own seed on two
 kernel sets. This section goes further: it executes every notebook that trains a model with
 *other* seeds (:data:`hooklab.course.shapes.SEED`), each under this CPU's kernels and under the other
@@ -35,7 +35,7 @@ SEEDS = (3, 4, 5)
 KERNEL_SETS = ("this CPU", "other CPU")
 
 
-def _other_cpu_env() -> dict[str, str]:
+def other_cpu_env() -> dict[str, str]:
     import importlib.util
     spec = importlib.util.spec_from_file_location("dev", ROOT / "dev.py")
     dev = importlib.util.module_from_spec(spec)
@@ -72,7 +72,7 @@ def differences(path: Path, seed: int) -> dict[str, Any]:
 def _one(number: str, seed: int, kernel_set: str) -> dict[str, Any]:
     from tests.nbtools import notebooks
     path = next(p for p in notebooks() if p.name.startswith(number))
-    env = dict(os.environ, PYTHONUTF8="1", **(_other_cpu_env() if kernel_set == "other CPU" else {}))
+    env = dict(os.environ, PYTHONUTF8="1", **(other_cpu_env() if kernel_set == "other CPU" else {}))
     out = subprocess.run([sys.executable, "-m", "benchmarks.portability", str(path), str(seed)], cwd=ROOT, env=env,
                          capture_output=True, text=True)
     if out.returncode != 0:

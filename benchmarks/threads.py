@@ -4,7 +4,7 @@ JupyterLab 4.4+ hands widget messages to a kernel *subshell* when ipykernel (7+)
 callback runs in a thread of its own, which lives as long as the kernel. PyTorch work on two
 threads from such a thread makes every later two-thread PyTorch call of the process slower, the
 main thread's too (this machine's OpenMP is libgomp). A :class:`hooklab.Panel` therefore sets its
-update's thread to one PyTorch thread when that is not the main thread (``hooklab._threads``).
+update's thread to one PyTorch thread when that is not the main thread (``hooklab.threads``).
 
 Each variant runs in a fresh interpreter: a small CNN's training steps on two threads in the main
 thread (median of ``reps`` timings), then, in a second thread that stays alive, the same steps run

@@ -1,8 +1,5 @@
-"""The idea under every hook: a list of callbacks, called in order, each removable by a handle.
-
-The handle is PyTorch's own ``torch.utils.hooks.RemovableHandle``, the object every
-``register_*`` call of PyTorch returns: ``remove()`` takes the callback out again, and it works as
-a context manager.
+"""The idea under every hook: a list of callbacks, called in order, each removable by a handle
+(PyTorch's own ``RemovableHandle``, what every ``register_*`` call returns).
 
 >>> from hooklab.callbacks import Callbacks
 >>> on_step = Callbacks()

@@ -2,21 +2,21 @@
 
 >>> import torch.nn as nn, hooklab
 >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
->>> list(hooklab.select(model, type=nn.Linear))
-['0', '2']
+>>> list(hooklab.select(model, type=nn.Linear)), list(hooklab.select(model, "?", where=lambda n, m: n != "1"))
+(['0', '2'], ['0', '2'])
 >>> hooklab.module(model, "2")
 Linear(in_features=8, out_features=2, bias=True)
 """
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 from typing import Callable
 
 from torch import nn
 
 from .compiled import check_hookable
+from .naming import closest
 
 __all__ = ["select", "module", "module_names"]
 
@@ -24,11 +24,8 @@ _GLOB_CHARS = set("*?[")
 
 
 def module_names(model: nn.Module) -> dict[nn.Module, str]:
-    """``{module: qualified name}`` for every module in ``model`` (the root is ``""``).
-
-    Build it once and look names up in it, instead of rebuilding ``dict(model.named_modules())``
-    for every layer. A module reused in two places keeps its first name.
-    """
+    """``{module: qualified name}`` for every module (the root is ``""``; a module reused in two places
+    keeps its first name): build it once, instead of ``dict(model.named_modules())`` per layer."""
     _check_model(model)
     return {m: name for name, m in model.named_modules()}
 
@@ -38,14 +35,6 @@ def _check_model(model: object) -> None:
         raise TypeError(f"expected an nn.Module (a model or a layer), got {type(model).__name__}.")
 
 
-def _closest(name: str, names: list[str]) -> str:
-    close = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
-    if not close:  # fall back on names that share the last part, or the first ones
-        tail = name.rsplit(".", 1)[-1]
-        close = [n for n in names if n.rsplit(".", 1)[-1] == tail][:5] or names[:5]
-    return ", ".join(repr(n) for n in close)
-
-
 def module(model: nn.Module, name: str) -> nn.Module:
     """``model.get_submodule(name)``, but an unknown name raises ``KeyError`` listing the closest real names."""
     _check_model(model)
@@ -53,55 +42,40 @@ def module(model: nn.Module, name: str) -> nn.Module:
         return model.get_submodule(name)
     except AttributeError:
         names = [n for n, _ in model.named_modules() if n]
-        raise KeyError(f"{type(model).__name__} has no module named {name!r}. Closest names: {_closest(name, names)}. "
+        raise KeyError(f"{type(model).__name__} has no module named {name!r}. Closest names: {closest(name, names)}. "
                        "See every name with [n for n, _ in model.named_modules()].") from None
 
 
-def select(
-    model: nn.Module,
-    *patterns: str,
-    type: type[nn.Module] | tuple[type[nn.Module], ...] | None = None,
-    where: Callable[[str, nn.Module], bool] | None = None,
-    leaves: bool = False,
-    include_root: bool = False,
-) -> dict[str, nn.Module]:
-    """Modules of ``model`` as ``{name: module}``, in ``named_modules()`` order.
+def _matching(model: nn.Module, pattern: str, names: list[str]) -> list[str]:
+    """The names ``pattern`` (an exact name, ``""`` for the model, or a glob) picks, or ``KeyError``."""
+    if not isinstance(pattern, str):
+        raise TypeError(f"patterns are module names or globs (strings), got {pattern!r}; "
+                        "to select by class use type=..., by test use where=....")
+    if _GLOB_CHARS & set(pattern):
+        hits = fnmatch.filter(names, pattern)
+        if not hits:
+            raise KeyError(f"no module of {model.__class__.__name__} matches {pattern!r}. "
+                           f"Closest names: {closest(pattern.replace('*', ''), names)}.")
+        return hits
+    if pattern in names or pattern == "":
+        return [pattern]
+    raise KeyError(f"{model.__class__.__name__} has no module named {pattern!r}. Closest names: {closest(pattern, names)}.")
 
-    Args:
-        patterns: exact names (``"layer1.0.conv1"``; ``""`` is the model itself) or globs
-            (``"layer*.conv1"``, ``"*conv*"``). With none, every module matches. An exact name that does not exist, or a glob that
-            matches nothing, raises ``KeyError`` listing the closest real names.
-        type: keep only modules of this type (or tuple of types).
-        where: keep only modules for which ``where(name, module)`` is true.
-        leaves: keep only modules without children (a model without children is its own leaf).
-        include_root: include the model itself (named ``""``) when no pattern is given.
 
-    >>> import torch.nn as nn, hooklab
-    >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-    >>> list(hooklab.select(model, "?", where=lambda name, m: not isinstance(m, nn.ReLU)))
-    ['0', '2']
-    """
+def select(model: nn.Module, *patterns: str, type: type[nn.Module] | tuple[type[nn.Module], ...] | None = None,
+           where: Callable[[str, nn.Module], bool] | None = None, leaves: bool = False,
+           include_root: bool = False) -> dict[str, nn.Module]:
+    """Modules of ``model`` as ``{name: module}``, in ``named_modules()`` order: those ``patterns``
+    name (exact names, ``""`` for the model itself, or globs such as ``"layer*.conv1"``; none: every
+    module, the model too with ``include_root``), of ``type``, for which ``where(name, module)`` holds,
+    without children if ``leaves`` (a model without children is its own leaf). An unknown name, or a
+    glob that matches nothing, raises ``KeyError`` listing the closest real names."""
     _check_model(model)
     check_hookable(model, "select")
     named = list(model.named_modules())
     names = [n for n, _ in named if n]
     if patterns:
-        chosen: set[str] = set()
-        for pattern in patterns:
-            if not isinstance(pattern, str):
-                raise TypeError(f"patterns are module names or globs (strings), got {pattern!r}; "
-                                "to select by class use type=..., by test use where=....")
-            if _GLOB_CHARS & set(pattern):
-                hits = fnmatch.filter(names, pattern)
-                if not hits:
-                    raise KeyError(f"no module of {model.__class__.__name__} matches {pattern!r}. "
-                                   f"Closest names: {_closest(pattern.replace('*', ''), names)}.")
-                chosen.update(hits)
-            elif pattern in names or pattern == "":  # "": the model itself
-                chosen.add(pattern)
-            else:
-                raise KeyError(f"{model.__class__.__name__} has no module named {pattern!r}. "
-                               f"Closest names: {_closest(pattern, names)}.")
+        chosen = {n for pattern in patterns for n in _matching(model, pattern, names)}
         keep = [(n, m) for n, m in named if n in chosen]
     else:  # every module; the model itself too if asked, or if it is the only leaf there is
         root_too = include_root or (leaves and next(model.children(), None) is None)

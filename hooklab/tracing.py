@@ -3,8 +3,8 @@
 >>> import torch, torch.nn as nn, hooklab
 >>> model = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
 >>> t = hooklab.trace(model, torch.ones(1, 2), backward=True)
->>> [(e.kind, e.module) for e in t][:3]
-[('forward_pre', '(model)'), ('forward_pre', '0'), ('forward', '0')]
+>>> [(e.kind, e.module, e.shapes) for e in t][:3]
+[('forward_pre', '(model)', 'tuple(Tensor[1, 2])'), ('forward_pre', '0', 'tuple(Tensor[1, 2])'), ('forward', '0', 'Tensor[1, 3]')]
 """
 
 from __future__ import annotations
@@ -17,36 +17,23 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 from torch import nn
 
-from ._signature import HookKind
-from ._table import Table
 from .compiled import unwrap
 from .hooks import Hooks
+from .kinds import KINDS, PASS_KINDS, HookKind
+from .nested import describe as shape_of
 from .selection import select
+from .table import Table
 
 __all__ = ["trace", "Trace", "Event", "shape_of"]
 
 ROOT = "(model)"
 
 
-def shape_of(value: Any) -> str:
-    """A short description of a hook argument's shape: ``[1, 4]``, ``([1, 4], None)``."""
-    if isinstance(value, torch.Tensor):
-        return str(list(value.shape))
-    if value is None:
-        return "None"
-    if isinstance(value, (tuple, list)):
-        inner = ", ".join(shape_of(v) for v in value)
-        return f"({inner},)" if len(value) == 1 else f"({inner})"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {shape_of(v)}" for k, v in value.items()) + "}"
-    return type(value).__name__
-
-
 @dataclass(frozen=True)
 class Event:
-    """One hook call: ``step`` (0, 1, …), ``phase`` (forward/backward), ``kind``, ``module`` name,
-    the module's class, and the shapes of what that hook may replace (forward_pre: the args,
-    forward: the output, backward_pre: grad_output, backward: grad_input)."""
+    """One hook call: ``step``, ``phase``, ``kind``, ``module`` name, its ``type``, and the ``shapes``
+    of what that hook may replace (forward_pre: the args, forward: the output, backward_pre:
+    grad_output, backward: grad_input; :func:`hooklab.nested.describe`)."""
 
     step: int
     phase: str
@@ -57,13 +44,11 @@ class Event:
 
 
 class Trace(Sequence[Event]):
-    """The ordered events of a traced pass; prints as a table (HTML in a notebook)."""
+    """The ordered events of a traced pass; prints as a table (HTML in a notebook). ``note`` says
+    what was traced instead of the model as given (a compiled model's eager module), if anything."""
 
     def __init__(self, events: list[Event], output: Any = None, note: str | None = None) -> None:
-        self.events = events
-        self.output = output
-        #: what was traced instead of the model as given (a compiled model's eager module), if anything
-        self.note = note
+        self.events, self.output, self.note = events, output, note
 
     def __getitem__(self, i):
         return self.events[i]
@@ -76,78 +61,52 @@ class Trace(Sequence[Event]):
 
     def filter(self, kind: str | None = None, phase: str | None = None, module: str | None = None) -> "Trace":
         """The events of one kind, phase and/or module."""
-        return Trace([e for e in self.events if (kind is None or e.kind == kind)
-                      and (phase is None or e.phase == phase) and (module is None or e.module == module)], self.output,
-                     self.note)
+        keep = [e for e in self.events if kind in (None, e.kind) and phase in (None, e.phase) and module in (None, e.module)]
+        return Trace(keep, self.output, self.note)
 
     def table(self) -> Table:
         return Table(["step", "phase", "hook", "module", "type", "shapes"],
                      [[e.step, e.phase, e.kind, e.module, e.type, e.shapes] for e in self.events])
 
     def __str__(self) -> str:
-        text = self.table().to_text()
-        return f"Note: {self.note}\n{text}" if self.note else text
+        return (f"Note: {self.note}\n" if self.note else "") + self.table().to_text()
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        note = f"<p>Note: {html.escape(self.note)}</p>" if self.note else ""
-        return note + self.table().to_html()
+        return (f"<p>Note: {html.escape(self.note)}</p>" if self.note else "") + self.table().to_html()
 
 
-def trace(
-    model: nn.Module,
-    *inputs: Any,
-    backward: bool = False,
-    loss: Callable[[Any], torch.Tensor] | None = None,
-    patterns: Sequence[str] = (),
-    include_root: bool = True,
-    kinds: Sequence[HookKind] = ("forward_pre", "forward", "backward_pre", "backward"),
-) -> Trace:
-    """Run ``model(*inputs)`` once with a hook of every kind on every module and return the events.
+def _recorder(events: list[Event], kind: str, name: str) -> Callable[..., None]:
+    def record(module: nn.Module, *args: Any) -> None:
+        seen = args[0] if kind == "backward" else args[-1]
+        events.append(Event(len(events), KINDS[kind].phase, kind, name or ROOT, type(module).__name__, shape_of(seen)))
+    return record
 
-    Args:
-        backward: also run a backward pass (from ``loss(output)``, default ``output.sum()``)
-            and record the full backward pre-hooks and backward hooks.
-        patterns: only these modules (names or globs, as in :func:`hooklab.select`).
-        include_root: also trace the model itself (shown as ``(model)``).
-        kinds: which hook kinds to attach.
 
-    A compiled model (``torch.compile``) is traced through its eager module, ``model._orig_mod``
-    (hooks inside a compiled model do not run), and the trace's ``note`` says so; a TorchScript
-    module raises ``TypeError``.
+def trace(model: nn.Module, *inputs: Any, backward: bool = False, loss: Callable[[Any], torch.Tensor] | None = None,
+          patterns: Sequence[str] = (), include_root: bool = True,
+          kinds: Sequence[HookKind] = PASS_KINDS) -> Trace:  # type: ignore[assignment]
+    """Run ``model(*inputs)`` once with a hook of each of ``kinds`` on every module (or those
+    ``patterns`` pick; the model itself too, unless ``include_root=False``) and return the events.
 
-    Every hook is removed before this returns, also when the pass raises. Full backward hooks do
-    not work on a module whose output is then changed in place (``ReLU(inplace=True)``): tracing
-    such a model with ``backward=True`` raises PyTorch's ``RuntimeError``; trace fewer modules
-    with ``patterns=`` or turn ``inplace`` off.
+    ``backward=True`` also runs a backward pass from ``loss(output)`` (default ``output.sum()``).
+    Every hook is removed before this returns, also when the pass raises. A full backward hook on a
+    module whose output is then changed in place (``ReLU(inplace=True)``) makes PyTorch raise: trace
+    fewer modules, or turn ``inplace`` off. A compiled model is traced through its eager module (the
+    ``note`` says so); a TorchScript module raises ``TypeError``.
     """
     model, note = unwrap(model, "trace")
     modules = select(model, *patterns, include_root=include_root and not patterns)
     events: list[Event] = []
-
-    def make(kind: str, name: str, phase: str) -> Callable:
-        label = name or ROOT
-
-        def record(module: nn.Module, *args: Any) -> None:
-            # show what this kind of hook may replace: args, output, grad_output, grad_input
-            seen = args[0] if kind == "backward" else args[-1]
-            events.append(Event(len(events), phase, kind, label, type(module).__name__, shape_of(seen)))
-
-        return record
-
     with Hooks() as hooks:
         for name, module in modules.items():
             for kind in kinds:
-                phase = "backward" if kind.startswith("backward") else "forward"
-                if phase == "backward" and not backward:
-                    continue
-                hooks.add(kind, module, make(kind, name, phase), key=f"{kind}:{name}")
+                if backward or KINDS[kind].phase == "forward":
+                    hooks.add(kind, module, _recorder(events, kind, name), key=f"{kind}:{name}")
         output = model(*inputs)
         if backward:
-            value = loss(output) if loss is not None else output.sum()
-            with warnings.catch_warnings():
-                # expected here: the first module's input does not require grad
+            with warnings.catch_warnings():  # expected here: the first module's input does not require grad
                 warnings.filterwarnings("ignore", message="Full backward hook is firing")
-                value.backward()
+                (loss(output) if loss is not None else output.sum()).backward()
     return Trace(events, output.detach() if isinstance(output, torch.Tensor) else output, note)

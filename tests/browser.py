@@ -564,7 +564,7 @@ class NotebookPage:
 
     def accessibility(self) -> dict[str, Any]:
         """What Chromium's accessibility tree says about the panel: ``roles`` (role -> names of
-        the panel's nodes with that role, in page order), ``live`` (the view's aria-live) and
+        the panel's nodes with that role, in page order), ``live`` (the view body's aria-live) and
         ``snapshot`` (playwright's ARIA snapshot of the panel, for the report)."""
         cdp = self.page.context.new_cdp_session(self.page)
         try:
@@ -577,7 +577,7 @@ class NotebookPage:
                 nodes = cdp.send("Accessibility.queryAXTree", {"objectId": panel, "role": role})["nodes"]
                 roles[role] = [n.get("name", {}).get("value", "") for n in nodes if not n.get("ignored")]
             view = cdp.send("Accessibility.getPartialAXTree",
-                            {"objectId": element(panel_js + ".querySelector('.hooklab-view')"),
+                            {"objectId": element(panel_js + ".querySelector('.hooklab-view-body')"),
                              "fetchRelatives": False})["nodes"]
             props = {p["name"]: p["value"].get("value") for n in view[:1] for p in n.get("properties", [])}
         finally:

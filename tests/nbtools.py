@@ -82,6 +82,19 @@ def sanitize_patterns() -> list[tuple[str, str]]:
     return re.findall(r"^regex: (.*)$\n^replace: (.*)$", SANITIZE_FILE.read_text(), flags=re.M)
 
 
+def named_sanitize_patterns() -> dict[str, tuple[str, str]]:
+    """The same pairs by the name each has in the file (the ``[name]`` line above it)."""
+    named, name = {}, None
+    lines = SANITIZE_FILE.read_text().splitlines()
+    for line, after in zip(lines, lines[1:] + [""]):
+        if re.fullmatch(r"\[(.+)\]", line):
+            name = line[1:-1]
+        elif line.startswith("regex: ") and after.startswith("replace: "):
+            assert name and name not in named, f"{SANITIZE_FILE.name}: every pattern needs a [name] of its own"
+            named[name] = (line[len("regex: "):], after[len("replace: "):])
+    return named
+
+
 def sanitize(text: str, patterns: list[tuple[str, str]] | None = None) -> str:
     """``text`` as nbval compares it: every sanitize pattern applied (per-run figures masked)."""
     for regex, repl in sanitize_patterns() if patterns is None else patterns:

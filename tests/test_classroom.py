@@ -21,7 +21,7 @@ import pytest
 import hooklab
 import hooklab.course
 from hooklab import plots
-from hooklab.checker import HIDDEN_NOTICE, Exercise, Solution, solutions_hidden
+from hooklab.lab.exercises import HIDDEN_NOTICE, Exercise, Solution, solutions_hidden
 
 from .nbtools import notebooks, read
 
@@ -68,7 +68,8 @@ def test_solutions_hidden_with_the_switch(monkeypatch: pytest.MonkeyPatch, value
             assert "HOOKLAB_HIDE_SOLUTIONS" in shown, f"{name}: no notice in {shown!r}"
             assert "def " not in shown and "return" not in shown and code not in shown, f"{name} shows code: {shown!r}"
         assert solution.code == HIDDEN_NOTICE and solution.hidden
-        assert ex.check(ex._solution) is not None  # checking still works
+        verdict = ex.check(ex._solution)  # checking still works, and the hidden solution still passes
+        assert verdict.passed, f"{name}: with the solutions hidden, its worked solution fails: {verdict}"
 
 
 def test_the_switch_is_read_when_a_solution_is_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -122,6 +123,6 @@ def test_teaching_guide_times_match_the_notebooks() -> None:
         assert stated, f"{path.name} states no time in its first cell"
         row = re.search(rf"^\|\s*{path.name[:2]}\s*\|.*$", guide, re.M)
         assert row, f"TEACHING.md has no row for notebook {path.name[:2]}"
-        assert f"{stated.group(1)} min" in row.group(0), (
+        assert re.search(rf"\|\s*about {stated.group(1)} min\s*\|", row.group(0)), (
             f"TEACHING.md: notebook {path.name[:2]} says about {stated.group(1)} minutes; its row says {row.group(0)}")
     assert "HOOKLAB_HIDE_SOLUTIONS=1" in guide and "Presentation Mode" in guide

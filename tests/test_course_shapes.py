@@ -118,12 +118,18 @@ def test_accuracy_keeps_the_mode():
 
 @pytest.mark.slow
 @pytest.mark.kernels
-def test_trained_models_learn_and_are_cached():
+def test_trained_models_learn_and_are_cached(monkeypatch):
     """Floors that hold on any CPU: measured over 10 seeds and two kernel sets, the outline data
     (notebook 06's shapes) reaches 93.2-99.2% and the patterns (notebook 07) 97.5-100%."""
-    first = shapes.trained_model()
+    trainings = []
+    train = shapes.train
+    monkeypatch.setattr(shapes, "train", lambda *args, **kwargs: trainings.append(1) or train(*args, **kwargs))
+    first = shapes.trained_model()  # trained now, or by an earlier test in this process
     assert first.test_accuracy >= 0.9
+    assert len(trainings) <= 1
+    trained = len(trainings)
     second = shapes.trained_model()
+    assert len(trainings) == trained, "the second call trained the model again instead of using the cache"
     assert second.model is not first.model
     assert torch.equal(first.model.conv1.weight, second.model.conv1.weight)
     with torch.no_grad():

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,6 +66,53 @@ def test_other_cpu_runs_the_kernel_dependent_tests_with_other_kernels(monkeypatc
 def test_ci_runs_both_kernel_sets():
     ci = (ROOT / ".ci" / "run").read_text()
     assert re.search(r"^python3 dev\.py test --other-cpu\s*$", ci, re.M)
+
+
+def test_ci_sets_ci_whatever_it_inherits():
+    """An inherited CI=false would turn a browser test that cannot run into a skip."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^export CI=true\s*$", ci, re.M) and "${CI" not in ci
+
+
+#: Run by `dev.py test` in a copy of the checkout: what dev.py promises the tests' environment is.
+PROBE = """
+import importlib.util, os, sys
+from pathlib import Path
+
+def test_the_environment_dev_py_gives():
+    root = Path(__file__).resolve().parents[1]
+    venv_bin = Path(sys.executable).parent
+    assert venv_bin == Path(os.environ["HOOKLAB_PROBE_ROOT"]) / ".venv" / "bin"  # the checkout's .venv
+    assert sys.prefix != sys.base_prefix  # a virtual environment
+    assert os.environ["PATH"].split(os.pathsep)[0] == str(venv_bin)  # its tools first (jupyter, ...)
+    assert os.environ["PYTHONUTF8"] == "1" and "PYTHONPATH" not in os.environ
+    assert Path.cwd().resolve() == root  # run from the checkout's root
+    assert importlib.util.find_spec("hooklab") is not None  # installed in .venv (found, not imported)
+"""
+
+
+def test_dev_py_test_runs_pytest_in_the_venv_for_real(tmp_path):
+    """No stub: `python3 dev.py test` in a copy of the checkout (dev.py and what it reads) whose .venv
+    is this checkout's (a link), with a stray PYTHONPATH in the environment; one small test runs.
+    (No conftest.py in the copy, and the probe imports nothing heavy: a few seconds.)"""
+    if not dev.STAMP.exists() or dev.STAMP.read_text() != dev.requirements_digest():
+        pytest.fail(".venv was not installed for this requirements.txt and pyproject.toml (dev.py would "
+                    "install it now, from the copy): run `python3 dev.py setup` first")
+    for name in ("dev.py", "requirements.txt", "pyproject.toml", "tests/nbval_sanitize.cfg"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_probe.py").write_text(PROBE)
+    (tmp_path / ".venv").symlink_to(dev.VENV, target_is_directory=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONUTF8", "VIRTUAL_ENV")}
+    env.update(PYTHONPATH=str(tmp_path / "nowhere"), HOOKLAB_PROBE_ROOT=str(tmp_path),
+               PATH=os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not p.startswith(str(ROOT))))
+    python = shutil.which("python3", path=env["PATH"]) or sys.executable  # as a person types it
+    done = subprocess.run([python, "dev.py", "test", "-n", "0", "-q", "tests/test_probe.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0 and "1 passed" in out, out[-3000:]
+    assert "[dev] installing" not in out  # the stamp matched: nothing installed
 
 
 def test_unknown_command_prints_usage(captured, capsys):

@@ -22,8 +22,9 @@ def test_docstring_examples(name: str) -> None:
 
 def test_examples_exist_in_core_modules() -> None:
     finder = doctest.DocTestFinder()
-    for name in ["hooklab.hooks", "hooklab.selection", "hooklab.recording", "hooklab.tracing",
-                 "hooklab.inspection", "hooklab.widgets", "hooklab.checker", "hooklab.callbacks",
-                 "hooklab.explore"]:
+    for name in ["hooklab.hooks", "hooklab.kinds", "hooklab.selection", "hooklab.recording", "hooklab.tracing",
+                 "hooklab.inspection", "hooklab.nested", "hooklab.claims", "hooklab.callbacks", "hooklab.lab.panel", "hooklab.lab.controls",
+                 "hooklab.lab.exercises", "hooklab.lab.explore", "hooklab.lab.summary", "hooklab.lab.picture",
+                 "hooklab.lab.interventions"]:
         examples = sum(len(t.examples) for t in finder.find(importlib.import_module(name)))
         assert examples > 0, f"{name} has no docstring example"

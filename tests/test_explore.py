@@ -4,6 +4,7 @@ its clean-up, its errors, and what an update recomputes."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -12,8 +13,10 @@ import torchvision
 from torch import nn
 
 import hooklab
-from hooklab.explore import INTERVENTIONS, InterventionError, describe, map_tensors, sum_target, tensors_in
-from hooklab.widgets import Panel
+from hooklab.lab.explore import InterventionError, sum_target
+from hooklab.lab.interventions import INTERVENTIONS
+from hooklab.nested import describe, map_tensors, tensors_in
+from hooklab.lab.panel import Panel
 
 
 def _seeded(build):
@@ -140,7 +143,7 @@ def test_figures_from_the_arithmetic_are_marked_per_run_and_exact_ones_are_not(p
     (a count, a shape, an exact 0 or 1 by construction) shows as it is."""
     import re
 
-    from hooklab.portable import MASK, MASKED, PerRun, is_per_run
+    from hooklab.claims import MASK, MASKED, PerRun, is_per_run
 
     state = panel.set(module="layer1.0.relu")
     for key in ("mean", "std", "zeros", "grad norm (clean)"):
@@ -261,20 +264,31 @@ def test_the_hooks_follow_the_module_picked(panel, resnet):
     assert [r[0] for r in hooklab.registered_hooks(model).rows] == ["layer4.1.bn2"]
 
 
-def test_an_update_runs_the_model_only_for_a_new_combination(panel):
+@contextlib.contextmanager
+def passes_of(model):
+    """The model's forward passes, counted from outside by a forward hook on the model itself:
+    one entry per pass, True when autograd was on (the panel's record), False otherwise."""
+    passes = []
+    handle = model.register_forward_hook(lambda module, args, output: passes.append(torch.is_grad_enabled()))
+    try:
+        yield passes
+    finally:
+        handle.remove()
+
+
+def test_an_update_runs_the_model_only_for_a_new_combination(panel, resnet):
+    model, _ = resnet
     panel.state()
-    ran = lambda: panel.profile["forward passes"]  # noqa: E731
-    start = ran()
-    for name in ("layer1", "layer2.0.conv1", "fc", "conv1"):
-        panel.set(module=name)  # no intervention: read from the pass recorded at the start
-    assert ran() == start
-    panel.set(zero=True)
-    assert ran() == start + 1
-    panel.set(noise_std=1.5, factor=0.5, limit=2.0)  # sliders of interventions that are off
-    assert ran() == start + 1
-    panel.set(zero=False)
-    panel.set(zero=True)  # seen before
-    assert ran() == start + 1 and panel.profile["clean passes"] == 1
+    with passes_of(model) as passes:
+        for name in ("layer1", "layer2.0.conv1", "fc", "conv1"):
+            panel.set(module=name)  # no intervention: read from the pass recorded at the start
+        assert passes == []
+        panel.set(zero=True)  # the reference pass without edits, then the edited one
+        assert passes == [False, False]
+        panel.set(noise_std=1.5, factor=0.5, limit=2.0)  # sliders of interventions that are off
+        panel.set(zero=False)
+        panel.set(zero=True)  # seen before
+        assert passes == [False, False]  # and no pass with autograd: the record was not made again
 
 
 def test_changing_the_weights_in_place_records_the_model_again(resnet):
@@ -284,8 +298,9 @@ def test_changing_the_weights_in_place_records_the_model_again(resnet):
         before = p.set(module="fc")["mean"]
         with torch.no_grad():
             model.fc.bias += 1.0
-        after = p.set(module="conv1", zero=True) and p.set(module="fc", zero=False)["mean"]
-        assert p.profile["clean passes"] == 2 and after == pytest.approx(before + 1.0, rel=1e-3)
+        with passes_of(model) as passes:
+            after = p.set(module="conv1", zero=True) and p.set(module="fc", zero=False)["mean"]
+        assert passes[0] is True and after == pytest.approx(before + 1.0, rel=1e-3)  # recorded again, at once
     finally:
         with torch.no_grad():
             model.fc.bias -= 1.0
@@ -307,7 +322,7 @@ def test_a_model_in_training_mode_is_run_in_eval_mode_and_put_back(resnet):
             expected = model(x)
             model.train(), model.layer1.eval()
         assert p.set(scale=True, factor=1.0)["output change"] == 0.0  # eval-mode passes: the same logits
-        assert torch.allclose(p._reference_output()[0][1], expected)
+        assert torch.allclose(p.passes.reference()[0][1], expected)
         assert {n: m.training for n, m in model.named_modules()} == modes
         assert torch.equal(model.bn1.running_mean, running_mean)  # no pass updated BatchNorm's statistics
         model.eval()
@@ -317,19 +332,28 @@ def test_a_model_in_training_mode_is_run_in_eval_mode_and_put_back(resnet):
         p.remove()
 
 
-def test_the_filter_narrows_the_module_list(panel):
-    panel.set(filter="layer1.*")
-    assert {v for _, v in panel.options("module")} == {n for n, _ in panel.explored.named_modules()
-                                                        if n.startswith("layer1.")}
-    assert panel.set(filter="Conv2d")["listed"] == "20 of 68 match 'Conv2d'"
-    assert panel.state()["module"] == "conv1"  # the first one listed, since layer1.0 is not a convolution
-    assert panel.set(filter="leaf")["listed"] == "52 of 68 match 'leaf'" and len(panel.options("module")) == 52
-    state = panel.set(filter="layer4 bn")  # every word must match
+def test_the_filter_narrows_the_module_list_and_keeps_the_module_picked(panel):
+    assert panel.state()["module"] == "conv1"
+    state = panel.set(filter="layer1.*")  # conv1 does not match: it stays listed, first, and picked
+    names = {n for n, _ in panel.passes.model.named_modules() if n.startswith("layer1.")}
+    assert [v for _, v in panel.options("module")][0] == "conv1" and {v for _, v in panel.options("module")} == names | {"conv1"}
+    assert state["module"] == "conv1" and state["listed"] == f"{len(names)} of 68 match 'layer1.*', and 'conv1', picked"
+    assert panel.set(filter="Conv2d")["listed"] == "20 of 68 match 'Conv2d'"  # conv1 matches: listed once
+    state = panel.set(filter="layer4 bn", module="layer4.0.bn1")  # every word must match
     assert [v for _, v in panel.options("module")] == ["layer4.0.bn1", "layer4.0.bn2", "layer4.1.bn1", "layer4.1.bn2"]
-    assert state["module"] == "layer4.0.bn1"
+    assert state["module"] == "layer4.0.bn1" and state["listed"] == "4 of 68 match 'layer4 bn'"
     nothing = panel.set(filter="no-such-module")
     assert nothing["listed"].startswith("no module matches 'no-such-module'") and len(panel.options("module")) == 4
     assert panel.set(filter="")["listed"] == "all 68 modules"
+
+
+def test_an_intervention_stays_on_the_module_picked_when_the_filter_hides_it(panel, resnet):
+    model, _ = resnet
+    panel.set(module="layer2.0.bn1", zero=True)
+    state = panel.set(filter="linear")  # nothing matches: the list and the pick stay
+    state = panel.set(filter="fc")
+    assert state["module"] == "layer2.0.bn1" and state["zeros"] == 1.0
+    assert [r[0] for r in hooklab.registered_hooks(model).rows] == ["layer2.0.bn1"]
 
 
 def test_picking_a_module_the_filter_hides_says_what_to_do(panel):
@@ -356,7 +380,7 @@ def test_remove_and_close_leave_no_hook(resnet):
     assert hooklab.count_hooks(model) == 2
     p.close()
     assert hooklab.count_hooks(model) == 0
-    assert all(box.disabled for box, _, _ in p._toggles.values())
+    assert all(widget.comm is None for widget in p.panel.controls.values())  # closed, with its controls
 
 
 def test_rebuilding_under_the_same_name_closes_the_older_panel(resnet):
@@ -366,9 +390,9 @@ def test_rebuilding_under_the_same_name_closes_the_older_panel(resnet):
     second = hooklab.explore(model, x, name="test: rebuilt")
     try:
         assert hooklab.count_hooks(model) == 0 and first.hook_count() == 0
-        assert first._toggles["zero"][0].disabled and Panel._open["test: rebuilt"] is second
-        assert "explored" not in vars(first) and first.comm is None  # closed: the model let go
-        assert second.profile["clean passes"] == 1 and second.state()["output change"] == 0.0
+        assert first.panel.controls["zero"].disabled and Panel.open_panels["test: rebuilt"] is second.panel
+        assert first.passes is None and first.panel.widget.comm is None  # closed: the model let go
+        assert second.state()["output change"] == 0.0
     finally:
         second.remove()
 
@@ -502,7 +526,7 @@ def test_a_forward_that_raises_under_an_intervention_shows_the_error_and_leaves_
         with pytest.raises(InterventionError, match="cannot normalise a zero vector") as info:
             p.set(module="a", zero=True)
         assert "zero on 'a'" in str(info.value)
-        assert "InterventionError" in p.view.value and "cannot normalise" in p.text
+        assert "InterventionError" in p.panel.view.value and "cannot normalise" in p.text
         assert p.values["zero"] is False and hooklab.count_hooks(model) == 0 and p.hook_count() == 0
         assert torch.backends.mha.get_fastpath_enabled() and torch.get_num_threads() >= 1
         assert p.set(module="b", zero=True)["output change"] > 0  # the panel goes on working
@@ -555,8 +579,10 @@ def test_panel_textbox_filters_a_dropdown_generically():
                filter_by="find")
     p.toggle("watch", lambda hooks, panel: seen.append(panel.values["layer"]))
     try:
-        assert p.set(watch=True, find="norm")["picked"] == "bn1" and p.options("layer") == [("bn1 · BatchNorm2d", "bn1")]
-        assert seen[-1] == "bn1"  # the toggle's hook was re-registered on the module the filter left
+        state = p.set(watch=True, find="norm")  # conv1, picked, does not match: it stays listed, first
+        assert state["picked"] == "conv1" and p.options("layer") == [("conv1 · Conv2d", "conv1"), ("bn1 · BatchNorm2d", "bn1")]
+        assert p.set(layer="bn1")["picked"] == "bn1" and p.options("layer") == [("bn1 · BatchNorm2d", "bn1")]
+        assert seen[-1] == "bn1"  # the toggle's hook was registered again, on the module picked
         assert p.set(find="*1")["picked"] == "bn1" and len(p.options("layer")) == 2
         with pytest.raises(ValueError, match="find"):
             p.set(layer="fc")
@@ -571,7 +597,7 @@ def test_building_shows_its_progress_in_a_notebook_and_leaves_nothing(monkeypatc
     far it got, then empties its output (here the delay is 0 and the display is recorded)."""
     import IPython.display
 
-    import hooklab.progress as progress
+    import hooklab.lab.progress as progress
 
     shown, updates = [], []
 

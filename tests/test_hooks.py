@@ -8,7 +8,7 @@ from torch import nn
 
 import hooklab
 from hooklab import Hooks
-from hooklab._signature import check_hook_signature, check_kind, expected_signature
+from hooklab.kinds import check_hook_signature, check_kind, expected_signature
 
 
 def linear() -> nn.Linear:
@@ -129,6 +129,8 @@ def test_forward_pre_single_value_is_wrapped():
 def test_with_kwargs_and_prepend_and_always_call_pass_through():
     class Scale(nn.Module):
         def forward(self, x, *, factor=1.0):
+            if x.sum() < 0:
+                raise ValueError("negative input")
             return x * factor
 
     m = Scale()
@@ -141,6 +143,10 @@ def test_with_kwargs_and_prepend_and_always_call_pass_through():
         m(torch.ones(1))
         assert seen == ["first", "second"]
         hooks.forward(m, lambda mod, a, out: seen.append("always"), key="c", always_call=True)
+        seen.clear()
+        with pytest.raises(ValueError, match="negative input"):
+            m(-torch.ones(1))
+        assert seen == ["always"]  # forward raised: only the always_call hook ran
 
 
 def test_backward_hook_replaces_grad_input():
@@ -224,7 +230,7 @@ def test_unknown_kind_suggests_close_ones():
     with pytest.raises(ValueError) as err:
         Hooks().add("forwrd", linear(), double)
     assert "'forward'" in str(err.value) and "Valid kinds" in str(err.value)
-    assert check_kind("tensor") == "tensor"
+    assert check_kind("tensor").name == "tensor" and check_kind("tensor").register == "register_hook"
     assert expected_signature("forward", with_kwargs=True) == "hook(module, args, kwargs, output)"
 
 

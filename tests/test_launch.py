@@ -32,7 +32,7 @@ import nbformat
 import pytest
 
 import hooklab
-from hooklab import portable
+from hooklab import claims
 
 from . import notebook_header as header
 from .browser import in_ci
@@ -195,7 +195,7 @@ def test_recorded_with_is_silent_with_the_recording_torch(monkeypatch: pytest.Mo
                                                           capsys: pytest.CaptureFixture) -> None:
     import torch
 
-    monkeypatch.setattr(portable, "_noted", set())
+    monkeypatch.setattr(claims, "_noted", set())
     assert hooklab.recorded_with(torch=header.recorded_torch()) is None
     monkeypatch.setattr(torch, "__version__", f"{header.recorded_torch()}+cpu")  # Binder's CPU wheel
     assert hooklab.recorded_with(torch=header.recorded_torch()) is None
@@ -206,7 +206,7 @@ def test_recorded_with_says_so_once_with_another_torch(monkeypatch: pytest.Monke
                                                        capsys: pytest.CaptureFixture) -> None:
     import torch
 
-    monkeypatch.setattr(portable, "_noted", set())
+    monkeypatch.setattr(claims, "_noted", set())
     monkeypatch.setattr(torch, "__version__", "2.10.0+cu128")  # Colab's, February 2026
     line = hooklab.recorded_with(torch="2.14.1")
     assert line == ("Note: the stored outputs were recorded with torch 2.14.1; this is torch 2.10.0+cu128, "

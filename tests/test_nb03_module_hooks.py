@@ -13,7 +13,7 @@ import hooklab
 import hooklab.course.nb03_module_hooks as ex
 from hooklab.course import nb03_module_hooks as nb03
 
-from .checking import failed_checks as failed
+from .checking import failed_checks as failed, hooks_made
 
 
 # ====================================================================== exercise 1: dropout after ReLUs
@@ -251,12 +251,15 @@ def test_solutions_show_their_code():
     assert "output.detach()" in ex.capture.solution().code
 
 
-def test_checking_leaves_no_hooks_and_no_global_state():
+def test_checking_leaves_no_hooks_and_no_global_state(monkeypatch):
     before = hooklab.count_hooks()
     for exercise, fn in [(ex.dropout_after_relus, ex.solution_add_dropout_after_relus),
                          (ex.halve_input_grad, ex.solution_halve_input_grad), (ex.capture, ex.SolutionCapture)]:
-        exercise.check(fn)
-    assert hooklab.count_hooks() == before
+        with hooks_made(monkeypatch) as hooks:
+            assert exercise.check(fn).passed
+        assert hooks.made, f"{exercise.title}: checking registered no hook at all?"
+        assert hooks.left_behind() == [], f"{exercise.title}: checking left hooks behind"
+    assert hooklab.count_hooks() == before  # the global hooks too
     assert torch.is_grad_enabled()
 
 

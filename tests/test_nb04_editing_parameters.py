@@ -5,7 +5,6 @@ And its exercises: Notebook 04's exercises: the solutions pass, and typical wron
 
 from __future__ import annotations
 
-import time
 import torch
 from torch import nn
 from torch.nn.utils import prune
@@ -58,7 +57,8 @@ def test_pruning_keeps_the_parameter_the_optimizer_holds():
 
 def test_live_weights_count_zeros_and_equal_a_full_draw():
     """Each picture is redrawn over a kept background: it must be the picture a full draw gives,
-    pixel for pixel (a new output range and a kept one), and cheaper than one."""
+    pixel for pixel (a new output range and a kept one), and drawn without drawing the figure again
+    (what that saves in time is measured by the benchmark: `python3 dev.py bench`, live pictures)."""
     import io
 
     import numpy as np
@@ -77,14 +77,12 @@ def test_live_weights_count_zeros_and_equal_a_full_draw():
         assert np.array_equal(pixels(fast), pixels(to_png(live.fig))), "the redrawn picture differs"
     assert live.title.get_text() == "weight (0 of 144 are 0)"
     assert live.canvas.full_draws == 2  # the output range changed once, then came back
-    start = time.perf_counter()
+    figure_draws = []
+    draw = live.fig.draw
+    live.fig.draw = lambda renderer: figure_draws.append(renderer) or draw(renderer)  # type: ignore[method-assign]
     for i in range(10):
         live.png(weight * (weight.abs() > 0.05 * i), reference)
-    redraw = (time.perf_counter() - start) / 10
-    start = time.perf_counter()
-    for _ in range(3):
-        to_png(live.fig)
-    assert redraw < (time.perf_counter() - start) / 3
+    assert figure_draws == [] and live.canvas.full_draws == 2  # the same output range: only the moving parts
 
 
 # ---------------------------------------------------------------- exercise 1: max-norm
@@ -248,8 +246,11 @@ def test_logger_wrong_shapes_are_named():
     def wrong_signature(log):
         return lambda module: None
 
-    assert "return the hook function itself" in failures(logger_exercise.check(calls_hook)) or \
-        "raised" in failures(logger_exercise.check(calls_hook))
+    # calling the hook with (None, None) raises at once, inside the learner's function: every check says so
+    raised = ("your function raised AttributeError: 'NoneType' object has no attribute 'weight' "
+              "(at `log.append(module.weight.detach().clone())`)")
+    verdict = logger_exercise.check(calls_hook)
+    assert failed_checks(verdict) == {description: raised for _, description, _ in verdict.lines}
     assert "new input" in failures(logger_exercise.check(returns_value))
     assert "hook(module, args)" in failures(logger_exercise.check(wrong_signature))
 

@@ -10,16 +10,16 @@ import pytest
 import torch
 import hooklab
 import hooklab.course.data
-import hooklab.portable
+import hooklab.claims
 from hooklab.course import nb05_resnet_traversal as lab
 from torch import nn
 from hooklab.course.nb05_resnet_traversal import (count_calls, count_exercise, grad_exercise, make_grad_saver,
                                                 make_saver, saver_exercise)
-from .checking import failures
+from .checking import failed_checks, failures, hooks_made
 
 
 def test_figure_marks_every_statistic_as_per_run_but_an_exact_zero():
-    assert lab.figure(0.86215299) == "≈0.862" and hooklab.portable.is_per_run(lab.figure(0.86215299))
+    assert lab.figure(0.86215299) == "≈0.862" and hooklab.claims.is_per_run(lab.figure(0.86215299))
     assert lab.figure(-2.546, ".3f") == "≈-2.546"
     assert lab.figure(0.0) == lab.figure(-0.0) == lab.figure(0.0, ".1%") == "0"
     assert lab.figure(0.5024, ".1%") == "≈50.2%"
@@ -27,7 +27,7 @@ def test_figure_marks_every_statistic_as_per_run_but_an_exact_zero():
 
 
 def test_figures_fit_the_tables_fixed_width():
-    from hooklab._table import PER_RUN_WIDTH
+    from hooklab.table import PER_RUN_WIDTH
 
     for value in (-0.002275, -2.546, 7.2, 6.973, 0.0322):
         assert len(lab.figure(value)) <= PER_RUN_WIDTH
@@ -142,9 +142,18 @@ def test_saver_not_returning_a_hook_is_named():
     assert "not a forward hook" in failures(saver_exercise.check(wrong_signature))
 
 
-def test_saver_checks_leave_no_hooks_behind():
-    saver_exercise.check(make_saver)
-    assert hooklab.count_hooks(None) == 0
+def test_saver_checks_leave_no_hooks_behind(monkeypatch):
+    """The checker registers every hook itself (the learner's function only makes one), so it removes
+    them all, also from its own models: they are kept alive here, so a hook left on one shows."""
+    models = []
+    build = lab._stem
+    monkeypatch.setattr(lab, "_stem", lambda: models.append(build()) or models[-1])
+    with hooks_made(monkeypatch) as hooks:
+        assert saver_exercise.check(make_saver).passed
+    assert len(models) >= 5 and len(hooks.made) > 10  # the learner's hooks and the checker's recorder
+    assert hooks.left_behind() == []
+    assert sum(hooklab.count_hooks(m, include_global=False) for m in models) == 0
+    assert hooklab.count_hooks(None) == 0  # no global hook either
 
 
 # ---------------------------------------------------------------- exercise 2: count the calls
@@ -310,5 +319,8 @@ def test_grad_with_full_backward_hook_instead_is_named():
             module.register_full_backward_hook(lambda m, gi, go: grads.__setitem__(name, go[0]))
         return hook
 
-    verdict = grad_exercise.check(make)
-    assert not verdict.passed
+    # only the check it breaks fails, and says why (a checker that crashed would fail them all, or say another thing)
+    failed = failed_checks(grad_exercise.check(make))
+    assert list(failed) == ["stores each module's output gradient under its name"]
+    assert failed["stores each module's output gradient under its name"].startswith(
+        "no gradient was stored: inside the forward hook, register a tensor hook on the output")

@@ -10,7 +10,7 @@ import pytest
 import torch
 import hooklab
 import hooklab.course.nb06_training_diagnostics as diag
-from hooklab.portable import is_per_run
+from hooklab.claims import is_per_run
 import hooklab.course.shapes as shapes
 from hooklab.plots import figure, to_png
 import doctest
@@ -134,7 +134,11 @@ def test_plots_draw():
     assert to_png(diag.plot_stats(figure((6, 2)), r.stats, title="t"))[:4] == b"\x89PNG"
     assert to_png(diag.plot_runs(figure((6, 4)), [r, r]))[:4] == b"\x89PNG"
     fig = figure()
-    diag.plot_grad_flow(fig.add_subplot(), r.grads)
+    ax = diag.plot_grad_flow(fig.add_subplot(), r.grads)
+    assert [line.get_label() for line in ax.lines] == list(r.grads.norms)  # one line per layer, in order
+    for line, values in zip(ax.lines, r.grads.norms.values()):
+        assert list(line.get_ydata()) == [v if v > 0 else pytest.approx(float("nan"), nan_ok=True) for v in values]
+    assert ax.get_yscale() == "log" and ax.get_xlim() == (0, 3)
     with pytest.raises(LookupError):
         diag.plot_colorful(fig.add_subplot(), diag.LayerStats("x"))
 

@@ -23,7 +23,7 @@ def test_the_solutions_pass():
 
 
 def test_tensor_paths_agrees_with_explore():
-    from hooklab.explore import tensors_in
+    from hooklab.nested import tensors_in
     out = (torch.zeros(2), {"h": [torch.ones(1), None], "n": 3})
     assert [p for p, _ in nb09.tensor_paths(out)] == [p for p, _ in tensors_in(out)]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 
 import pytest
 import torch
@@ -105,12 +106,27 @@ def test_recorder_keep_last_n_and_keep_all_and_clear():
     all_rec.remove()
 
 
+class OnAnotherDevice(torch.Tensor):
+    """Stands in for a tensor on a GPU, which this machine lacks: moved to the CPU (``.cpu()`` or
+    ``.to("cpu")``), it becomes a plain tensor."""
+
+    def cpu(self, *args, **kwargs):
+        return torch.Tensor.cpu(self, *args, **kwargs).as_subclass(torch.Tensor)
+
+    def to(self, *args, **kwargs):
+        out = torch.Tensor.to(self, *args, **kwargs)
+        device = kwargs.get("device", next((a for a in args if isinstance(a, (str, torch.device))), None))
+        return out.as_subclass(torch.Tensor) if device is not None and torch.device(device).type == "cpu" else out
+
+
 def test_recorder_to_cpu_and_default_leaves():
     model = net()
-    with hooklab.Recorder(model, to_cpu=True) as rec:
+    model[2].register_forward_hook(lambda m, args, out: out.as_subclass(OnAnotherDevice))  # runs first
+    with hooklab.Recorder(model, to_cpu=True) as rec, hooklab.Recorder(model, "2") as kept:
         model(torch.zeros(1, 4))
     assert list(rec) == ["0.0", "0.1", "1.0", "1.1", "2"]
-    assert all(t.device.type == "cpu" for t in rec.outputs().values())
+    assert all(type(t) is torch.Tensor and t.device.type == "cpu" for t in rec.outputs().values())
+    assert type(kept["2"].output) is OnAnotherDevice  # without to_cpu, left where it was
 
 
 def test_a_named_recorder_rebuilt_replaces_the_old_one_and_unnamed_ones_are_independent():
@@ -167,10 +183,14 @@ def test_detach_walks_containers():
 def test_recorder_does_not_leak_memory_in_the_model():
     model = net()
     rec = hooklab.Recorder(model, "2", name="gc-test")
+    model(torch.zeros(1, 4))
     rec.remove()
-    del rec
-    gc.collect()
     assert hooklab.count_hooks(model) == 0
+    recorder, recorded = weakref.ref(rec), weakref.ref(model)
+    del rec, model
+    gc.collect()
+    assert recorder() is None, "the removed recorder is still alive: something keeps a reference to it"
+    assert recorded() is None, "the model of a removed recorder is still alive"
 
 
 # ---------------------------------------------------------------- trace
@@ -181,7 +201,7 @@ def test_trace_forward_order_containers_after_children():
     assert fwd == ["0.0", "0.1", "0", "1.0", "1.1", "1", "2", "(model)"]
     pre = [e.module for e in t.filter(kind="forward_pre")]
     assert pre[:3] == ["(model)", "0", "0.0"]
-    assert t.filter(kind="forward", module="2")[0].shapes == "[1, 2]"
+    assert t.filter(kind="forward", module="2")[0].shapes == "Tensor[1, 2]"
     assert hooklab.count_hooks(model) == 0
 
 
@@ -209,9 +229,9 @@ def test_trace_removes_hooks_when_the_pass_raises():
 
 
 def test_shape_of():
-    assert hooklab.shape_of((torch.ones(1, 2), None)) == "([1, 2], None)"
-    assert hooklab.shape_of((torch.ones(3),)) == "([3],)"
-    assert hooklab.shape_of({"x": torch.ones(2)}) == "{x: [2]}"
+    assert hooklab.shape_of((torch.ones(1, 2), None)) == "tuple(Tensor[1, 2], None)"
+    assert hooklab.shape_of((torch.ones(3),)) == "tuple(Tensor[3])"
+    assert hooklab.shape_of({"x": torch.ones(2)}) == "dict(x: Tensor[2])"
     assert hooklab.shape_of(3) == "int"
 
 

@@ -1,5 +1,5 @@
-"""How many PyTorch threads hooklab's work uses (hooklab._threads), on the main thread and off it:
-hooklab.course.data.threads, a Panel's update, explore's passes."""
+"""How many PyTorch threads hooklab's work uses (hooklab.threads), on the main thread and off it:
+hooklab.threads.threads, a Panel's update, explore's passes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import hooklab
-from hooklab.course.data import threads
+from hooklab.threads import threads
 
 
 def in_thread(fn: Callable[[], Any]) -> Any:
@@ -78,7 +78,7 @@ def test_a_panel_update_off_the_main_thread_runs_with_one_thread():
 
 
 def test_explore_passes_off_the_main_thread_run_with_one_thread():
-    from hooklab.explore import _running
+    from hooklab.lab.passes import running as _running
 
     def body() -> tuple[int, int]:
         with _running(torch.nn.Linear(1, 1), 2):
@@ -86,6 +86,28 @@ def test_explore_passes_off_the_main_thread_run_with_one_thread():
         return inside, torch.get_num_threads()
 
     assert in_thread(body) == (1, 1)
+
+
+class WatchedLock:
+    """The panel's lock, watched: when ``second`` first asks for it, note whether it was free then
+    (it must not be: the first update holds it), then wait for it as the panel would."""
+
+    def __init__(self, lock: Any) -> None:
+        self.lock = lock
+        self.second: threading.Thread | None = None
+        self.asked = threading.Event()
+        self.free_when_asked: bool | None = None
+
+    def __enter__(self) -> Any:
+        if threading.current_thread() is self.second and not self.asked.is_set():
+            self.free_when_asked = self.lock.acquire(blocking=False)
+            if self.free_when_asked:
+                self.lock.release()
+            self.asked.set()
+        return self.lock.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self.lock.__exit__(*exc)
 
 
 def test_panel_updates_from_two_threads_run_one_after_the_other():
@@ -99,18 +121,22 @@ def test_panel_updates_from_two_threads_run_one_after_the_other():
             assert go.wait(10)
         log.append(("end", panel.values["on"]))
 
-    panel = hooklab.Panel("two threads", lambda p: "ok", name="t-two-threads")
+    panel = hooklab.Panel("two threads", lambda p: log.append(("view", p.values["on"])) or "ok", name="t-two-threads")
     panel.toggle("on", register)
+    log.clear()
+    watched = panel._lock = WatchedLock(panel._lock)
     first = threading.Thread(target=lambda: panel.set(on=True))
     first.start()
     assert entered.wait(10)
-    second = threading.Thread(target=lambda: panel.set(on=False))
+    second = watched.second = threading.Thread(target=lambda: panel.set(on=False))
     second.start()
-    second.join(0.3)
-    assert second.is_alive(), "the second update did not wait for the first"
+    assert watched.asked.wait(10), "the second update never asked for the panel's lock"
+    assert watched.free_when_asked is False, "the first update did not hold the panel's lock while it ran"
     go.set()
     first.join(10)
     second.join(10)
-    assert log == [("start", True), ("end", True)]  # unticked: its hook is removed, nothing registered
+    assert not first.is_alive() and not second.is_alive()
+    # unticked: its hook is removed, nothing registered; each update's view after its own hooks
+    assert log == [("start", True), ("end", True), ("view", True), ("view", False)]
     assert panel.values["on"] is False and panel.hook_count() == 0
     panel.remove()

@@ -122,7 +122,14 @@ def test_a_torchscript_module_is_refused_with_what_to_do() -> None:
     from .zoo import Compilable
     with pytest.warns(FutureWarning):
         scripted = torch.jit.script(Compilable())
-    for make in (lambda: hooklab.Recorder(scripted, "a"), lambda: hooklab.Hooks().forward(scripted, lambda m, a, o: None),
-                 lambda: hooklab.trace(scripted, torch.randn(1, 4))):
-        with pytest.raises(TypeError, match="TorchScript module.*Python module you scripted"):
+    for make in (lambda: hooklab.Recorder(scripted, "a"), lambda: hooklab.trace(scripted, torch.randn(1, 4)),
+                 lambda: hooklab.explore(scripted, torch.randn(1, 4))):
+        with pytest.raises(TypeError, match="TorchScript module.*hooks on the modules inside it do not run.*Python module"):
             make()
+    with pytest.raises(TypeError, match="TorchScript module .* takes no new hooks. Register the hook on the Python module"):
+        hooklab.Hooks().forward(scripted, lambda m, a, o: None)  # PyTorch refuses; the message says what to do
+    with pytest.warns(FutureWarning):
+        traced = torch.jit.trace(Compilable(), torch.randn(1, 4))
+    with hooklab.Hooks() as hooks:  # a traced module runs a forward hook on itself (not on the modules inside)
+        hooks.forward(traced, lambda m, a, out: out * 0)
+        assert traced(torch.randn(1, 4)).abs().sum() == 0

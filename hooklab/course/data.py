@@ -10,9 +10,8 @@ from typing import Callable, Iterable, TypeVar
 import torch
 from torch import nn
 
-from .._threads import threads  # noqa: F401  (one place for it; the notebooks import it from here)
 
-__all__ = ["seeded", "tiny_mlp", "fit", "sample_photo", "threads", "IMAGENET_MEAN", "IMAGENET_STD"]
+__all__ = ["seeded", "tiny_mlp", "fit", "sample_photo", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 #: The per-channel mean and std that torchvision's ImageNet models expect (RGB).
 IMAGENET_MEAN = (0.485, 0.456, 0.406)

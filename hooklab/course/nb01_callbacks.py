@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from ..callbacks import Callbacks
-from ..checker import Exercise, Mistake, expect_close
+from ..lab.exercises import Exercise, Mistake, expect_close
 from ..inspection import count_hooks
 
 __all__ = ["one_per_name", "hook_for_one_call", "register_each", "run_with_hook"]

@@ -18,8 +18,8 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from ..checker import Exercise, Mistake, expect_close, grad_of
-from ..plots import LiveCanvas, figure, fixed_layout, round_limit
+from ..lab.exercises import Exercise, Mistake, expect_close, grad_of
+from ..lab.plots import LiveCanvas, figure, fixed_layout, round_limit
 from .data import tiny_mlp
 
 __all__ = ["clamp_exercise", "log_exercise", "clamp_hook", "log_grad_norms"]

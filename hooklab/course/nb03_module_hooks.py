@@ -29,8 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._signature import check_hook_signature
-from ..checker import Exercise, Mistake, expect_close, grad_of
+from ..inspection import hook_dicts
+from ..kinds import check_hook_signature
+from ..lab.exercises import Exercise, Mistake, expect_close, grad_of
 from .data import seeded, tiny_mlp
 
 
@@ -120,10 +121,20 @@ def memory_held(stored: Any) -> MemoryReport:
     1 stored tensor, 0 with a grad_fn, 4 bytes kept alive (4 stored + 0 saved by their graphs)
     """
     tensors = list(_tensors(stored))
-    stored_storages: dict[int, int] = {}
-    for t in tensors:
-        ptr, nbytes = _storage(t)
-        stored_storages[ptr] = nbytes
+    stored_storages = dict(_storage(t) for t in tensors)
+    saved, leaves = _saved_by_graphs(tensors)
+    graph_bytes = sum(n for ptr, n in saved.items() if ptr not in leaves and ptr not in stored_storages)
+    return MemoryReport(
+        tensors=len(tensors),
+        with_graph=sum(t.grad_fn is not None for t in tensors),
+        stored_bytes=sum(stored_storages.values()),
+        graph_bytes=graph_bytes,
+    )
+
+
+def _saved_by_graphs(tensors: list[torch.Tensor]) -> tuple[dict[int, int], set[int]]:
+    """The storages (pointer -> bytes) the graphs behind ``tensors`` saved for backward, and the
+    storages of their leaves (parameters and the like, not kept alive by the graph)."""
     saved: dict[int, int] = {}
     leaves: set[int] = set()
     seen: set[int] = set()
@@ -148,13 +159,7 @@ def memory_held(stored: Any) -> MemoryReport:
                     ptr, nbytes = _storage(t)
                     saved[ptr] = nbytes
         stack.extend(next_node for next_node, _ in node.next_functions)
-    graph_bytes = sum(n for ptr, n in saved.items() if ptr not in leaves and ptr not in stored_storages)
-    return MemoryReport(
-        tensors=len(tensors),
-        with_graph=sum(t.grad_fn is not None for t in tensors),
-        stored_bytes=sum(stored_storages.values()),
-        graph_bytes=graph_bytes,
-    )
+    return saved, leaves
 
 
 # -------------------------------------------------------------------- exercises
@@ -209,15 +214,16 @@ def _applied(fn: Callable) -> tuple[nn.Sequential, torch.Tensor]:
 def _check_registers_on_relus(fn: Callable) -> None:
     model, _ = _applied(fn)
     relus = [m for m in model.modules() if isinstance(m, nn.ReLU)]
+    hooks = {m: hook_dicts(m) for m in model.modules()}
     others = sorted({type(m).__name__ for m in model.modules()
-                     if not isinstance(m, nn.ReLU) and (m._forward_hooks or m._forward_pre_hooks)})
-    if any(m._forward_pre_hooks for m in relus) and not any(m._forward_hooks for m in relus):
+                     if not isinstance(m, nn.ReLU) and (hooks[m]["forward"] or hooks[m]["forward_pre"])})
+    if any(hooks[m]["forward_pre"] for m in relus) and not any(hooks[m]["forward"] for m in relus):
         raise Mistake("you registered forward PRE-hooks on the ReLUs: they change the ReLU's input. Dropout "
                       "after a ReLU changes its output: use module.register_forward_hook.")
     if others:
         raise Mistake(f"your function also registered hooks on {', '.join(others)}: model.apply calls it for "
                       "every module (the model itself too), so register only when `isinstance(module, nn.ReLU)`.")
-    counts = [len(m._forward_hooks) for m in relus]
+    counts = [len(hooks[m]["forward"]) for m in relus]
     if not any(counts):
         raise Mistake("model.apply(your function) registered no forward hook on the ReLUs: inside it, check "
                       "`isinstance(module, nn.ReLU)` and call `module.register_forward_hook(...)`.")
@@ -232,7 +238,7 @@ def _probe(fn: Callable, training: bool) -> list[tuple[torch.Tensor, torch.Tenso
     seen = []
     relus = [m for m in model.modules() if isinstance(m, nn.ReLU)]
     for relu in relus:
-        hooks = list(relu._forward_hooks.values())
+        hooks = list(hook_dicts(relu)["forward"].values())
         relu.register_forward_hook(
             lambda module, args, output, hooks=hooks: seen.append((F.relu(args[0]).detach(), output, hooks)))
     seeded(0, lambda: model(images))  # the same dropout masks every time; the notebook's generator left alone

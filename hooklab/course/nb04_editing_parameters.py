@@ -37,9 +37,10 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.utils import prune
 
-from ..checker import Exercise, Mistake, made_hook
-from ..plots import LiveCanvas, figure, fixed_layout, round_limit
-from ..portable import PerRun, approx
+from ..claims import PerRun, approx
+from ..inspection import version
+from ..lab.exercises import Exercise, Mistake, made_hook
+from ..lab.plots import LiveCanvas, figure, fixed_layout, round_limit
 from .data import fit
 
 #: The weights ``toy_regression``'s targets are made with (what training should find).
@@ -69,7 +70,7 @@ def train(model: nn.Module, X: torch.Tensor, y: torch.Tensor, optimizer: torch.o
     """Run ``steps`` full-batch steps of mean-squared-error training; return each step's loss
     (measured before that step's update) as a plain float, unrounded: two runs that compute the same
     thing give ``==`` losses, while the digits themselves may differ from CPU to CPU (print them with
-    :func:`hooklab.portable.approx`).
+    :func:`hooklab.claims.approx`).
 
     The loop, written out::
 
@@ -108,7 +109,7 @@ def went_down(values: Sequence[float]) -> bool:
 
 def output_change(output: torch.Tensor, reference: torch.Tensor) -> float:
     """The largest absolute difference between ``output`` and ``reference``: exactly ``0.0`` when they
-    are equal, otherwise a :class:`hooklab.portable.PerRun` figure (``≈``, 4 decimals), since its digits
+    are equal, otherwise a :class:`hooklab.claims.PerRun` figure (``≈``, 4 decimals), since its digits
     come from the layer's float arithmetic and may differ on another CPU.
 
     >>> output_change(torch.ones(3), torch.ones(3)), output_change(torch.tensor([1.0, 2.5]), torch.ones(2))
@@ -249,7 +250,7 @@ def _run_max_norm(fn: Callable, *, twice: bool = False) -> _Run:
     use the layer twice on an input that requires grad, like a shared layer, then one backward pass."""
     layer = _max_norm_layer()
     orig = cast(nn.Parameter, layer.weight_orig)
-    run = _Run(layer=layer, orig=orig, version=orig._version)
+    run = _Run(layer=layer, orig=orig, version=version(orig))
     calls: list[Any] = []
 
     def wrapper(module, args):
@@ -325,7 +326,7 @@ def _runs_twice(fn: Callable) -> None:
                       f"`weight_orig` alone and build a new tensor from it: {_RECOMPUTE}.")
     if run.error is not None:
         raise _explain_error(run.error)
-    if run.orig._version != run.version or not torch.equal(run.orig.detach(), torch.tensor(_ROWS)):
+    if version(run.orig) != run.version or not torch.equal(run.orig.detach(), torch.tensor(_ROWS)):
         raise Mistake("your hook changed `weight_orig` itself. It is the trained tensor and must stay as the "
                       "optimizer left it; the hook only computes the weight the forward pass uses: "
                       f"{_RECOMPUTE}.")

@@ -43,11 +43,11 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from .._table import Table
-from ..checker import Exercise, Mistake, grad_of, made_hook
+from ..table import Table
+from ..lab.exercises import Exercise, Mistake, grad_of, made_hook
 from ..hooks import Hooks
 from ..inspection import count_hooks
-from ..portable import approx
+from ..claims import approx
 from ..recording import Recorder
 from .data import IMAGENET_MEAN, IMAGENET_STD, seeded
 
@@ -66,7 +66,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]], title: str = "")
 
 def figure(value: float, spec: str = ".3f") -> str:
     """How the notebook prints a statistic: ``"0"`` for an exact zero (a ReLU's minimum, the share
-    of zeros of a convolution), else a per-run figure (:func:`hooklab.portable.approx`).
+    of zeros of a convolution), else a per-run figure (:func:`hooklab.claims.approx`).
 
     >>> figure(-0.002275), figure(-0.0), figure(20.89, ".3g")
     ('≈-0.002', '0', '≈20.9')

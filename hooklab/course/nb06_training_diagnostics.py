@@ -41,11 +41,11 @@ import torch
 from matplotlib.ticker import NullLocator
 from torch import nn
 
-from .._table import Table
-from ..checker import Exercise, Mistake, grad_of, made_hook
+from ..table import Table
+from ..lab.exercises import Exercise, Mistake, grad_of, made_hook
 from ..hooks import HookOwner, Hooks
-from ..plots import LiveCanvas, figure, fixed_layout
-from ..portable import approx
+from ..lab.plots import LiveCanvas, figure, fixed_layout
+from ..claims import approx
 from ..selection import select
 
 
@@ -151,7 +151,7 @@ class ActivationStats(HookOwner):
 
     def table(self, n: int = 10) -> Table:
         """Mean, std, zero share and dead share per layer, averaged over the last ``n`` steps
-        (measured figures, marked ``≈``: see :mod:`hooklab.portable`)."""
+        (measured figures, marked ``≈``: see :mod:`hooklab.claims`)."""
         rows = []
         for name, s in self.layers.items():
             last = s.last(n)
@@ -252,7 +252,7 @@ class Run:
         """The run's figures: the loss and ``layer``'s statistics averaged over the last ``n``
         steps, the test accuracy, and conv1's gradient norm (3 significant digits, so that a tiny
         norm stays visible: ``≈1.7e-05``). A trained model's figures differ a little from machine
-        to machine, so they are marked ``≈`` (:mod:`hooklab.portable`).
+        to machine, so they are marked ``≈`` (:mod:`hooklab.claims`).
         """
         last = self.stats[layer].last(n)
         return {

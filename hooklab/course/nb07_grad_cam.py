@@ -34,11 +34,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..checker import Exercise, Mistake, made_hook
+from ..lab.exercises import Exercise, Mistake, made_hook
 from ..hooks import HookOwner, Hooks
-from ..portable import approx
+from ..claims import approx
 from ..selection import module as find_module
-from .data import seeded, threads
+from ..threads import threads
+from .data import seeded
 
 if TYPE_CHECKING:
     from .shapes import Shapes
@@ -207,7 +208,7 @@ class PeakCheck:
     def report(self) -> str:
         """``str(self)`` and then one line per class: its share, its misses and the farthest one.
         Every figure is marked ``≈``: a trained model's figures differ from machine to machine
-        (:mod:`hooklab.portable`).
+        (:mod:`hooklab.claims`).
 
         >>> check = PeakCheck("relu2", (16, 16), torch.tensor([0.0, 1.0, 0.0]), torch.tensor([0, 0, 1]), ("a", "b"), 3)
         >>> print(check.report())
@@ -329,18 +330,9 @@ def quick_overlay(fig: Any, image: torch.Tensor, cam: torch.Tensor, mask: torch.
     right = blocks((1 - alpha) * grey + alpha * heat)
     if mask is not None:
         m = blocks(mask.detach().cpu().numpy().astype(bool))
-        inner = m.copy()
-        inner[1:] &= m[:-1]
-        inner[:-1] &= m[1:]
-        inner[:, 1:] &= m[:, :-1]
-        inner[:, :-1] &= m[:, 1:]
-        right[m & ~inner] = 1.0  # the outline: shape pixels next to a background pixel
+        right[m & ~_inside(m)] = 1.0  # the outline: shape pixels next to a background pixel
     if cam.max() > 0:
-        r, c = peak_positions(cam.detach().unsqueeze(0))[0].tolist()
-        cr, cc, arm = r * scale + scale // 2, c * scale + scale // 2, max(2, scale)
-        thick = max(1, scale // 4)
-        right[max(0, cr - thick):cr + thick + 1, max(0, cc - arm):cc + arm + 1] = 1.0
-        right[max(0, cr - arm):cr + arm + 1, max(0, cc - thick):cc + thick + 1] = 1.0
+        _cross(right, peak_positions(cam.detach().unsqueeze(0))[0].tolist(), scale)
     picture = np.concatenate([blocks(grey), np.ones((h * scale, gap, 3)), right], axis=1)
     x0 = max(0, (width_px - picture.shape[1]) // 2)
     y0 = max(0, height_px - title_px - picture.shape[0])
@@ -348,6 +340,24 @@ def quick_overlay(fig: Any, image: torch.Tensor, cam: torch.Tensor, mask: torch.
     if title:
         fig.text(0.5, 1 - 0.04 * 1.6 / fig.get_size_inches()[1], title, ha="center", va="top", fontsize=8)
     return shown
+
+
+def _inside(m: np.ndarray) -> np.ndarray:
+    """The pixels of the mask ``m`` whose four neighbours are in it too."""
+    inner = m.copy()
+    inner[1:] &= m[:-1]
+    inner[:-1] &= m[1:]
+    inner[:, 1:] &= m[:, :-1]
+    inner[:, :-1] &= m[:, 1:]
+    return inner
+
+
+def _cross(picture: np.ndarray, peak: list[int], scale: int) -> None:
+    """A white cross on the block of the ``peak`` position (row, column)."""
+    (r, c), arm, thick = peak, max(2, scale), max(1, scale // 4)
+    cr, cc = r * scale + scale // 2, c * scale + scale // 2
+    picture[max(0, cr - thick):cr + thick + 1, max(0, cc - arm):cc + arm + 1] = 1.0
+    picture[max(0, cr - arm):cr + arm + 1, max(0, cc - thick):cc + thick + 1] = 1.0
 
 
 # -------------------------------------------------------------------- exercises

@@ -2,8 +2,8 @@
 checkpointing, saved tensors. The helpers and exercises of notebook 08.
 
 * :func:`make_data` and :func:`mlp`: a seeded regression problem and a small MLP to train on it.
-* :func:`in_backward`: whether code runs inside a backward pass, the test a forward hook uses to
-  tell a checkpoint's recomputation from a real forward pass.
+* :func:`in_backward` (:func:`hooklab.inspection.in_backward`): whether code runs inside a backward
+  pass, the test a forward hook uses to tell a checkpoint's recomputation from a real forward pass.
 * :class:`Recomputing` and :func:`checkpoint`: the documented way to the same answer, through
   ``torch.utils.checkpoint``'s ``context_fn``.
 * :func:`saved_by_layer`: what each layer's autograd graph keeps for backward, in bytes.
@@ -40,8 +40,9 @@ import torch
 import torch.utils.checkpoint as torch_checkpoint
 from torch import nn
 
-from ..checker import Exercise, Mistake, grad_of, made_hook
-from ..portable import approx
+from ..claims import approx
+from ..inspection import in_backward
+from ..lab.exercises import Exercise, Mistake, grad_of, made_hook
 
 SEED = 0
 
@@ -69,20 +70,6 @@ def mlp(seed: int = SEED) -> nn.Sequential:
 
 
 # ------------------------------------------------------------------------ recomputation
-def in_backward() -> bool:
-    """Whether the code that calls it runs inside a backward pass.
-
-    A non-reentrant checkpoint recomputes its segment while the backward pass unpacks the saved
-    tensors, so a forward hook that calls this during a recomputation gets ``True``, and ``False``
-    during a forward pass of your own. It reads ``torch._C._current_graph_task_id()`` (-1 outside a
-    backward pass): a private function, checked against torch 2.14.1.
-
-    >>> in_backward()
-    False
-    """
-    return torch._C._current_graph_task_id() != -1
-
-
 class Recomputing:
     """A flag that is ``True`` while :func:`checkpoint` recomputes a segment.
 
@@ -246,77 +233,91 @@ def lab_train(accumulation: int = 1, scaler: bool = False, checkpointing: bool =
         raise ValueError(f"accumulation must be 1, 2, 4 or 8 (it splits a batch of {LAB_BATCH}); got {accumulation!r}.")
     if clamp not in CLAMPS:
         raise ValueError(f"clamp must be one of {CLAMPS}; got {clamp!r}.")
-    model = mlp()
-    layer = dict(model.named_children())
-    fc1, relu1, fc2, relu2, fc3 = (layer[n] for n in ("fc1", "relu1", "fc2", "relu2", "fc3"))
-    w1, w2, w3 = (cast(torch.Tensor, m.weight) for m in (fc1, fc2, fc3))
+    lab = _LabTraining(accumulation, scaler, checkpointing, clamp)
     x, y = make_data(steps * LAB_BATCH)
-    opt = torch.optim.SGD(model.parameters(), lr=LAB_LR)
-    grad_scaler = torch.amp.GradScaler("cpu", enabled=scaler, growth_interval=10_000)
-    flag = Recomputing()
-    record = StepRecord()
-    handles = []
+    with torch.no_grad():
+        start_loss = nn.functional.mse_loss(lab.model(x), y).item()
+    records, losses = [], []
+    try:
+        for step in range(steps):
+            batch = slice(step * LAB_BATCH, (step + 1) * LAB_BATCH)
+            record, loss = lab.step(x[batch], y[batch])
+            records.append(record)
+            losses.append(loss)
+    finally:
+        lab.remove()
+    with torch.no_grad():
+        end_loss = nn.functional.mse_loss(lab.model(x), y).item()
+    return LabRun(accumulation, scaler, checkpointing, clamp, float(lab.grad_scaler.get_scale() if scaler else 1.0),
+                  records, losses, start_loss, end_loss)
 
-    def watch(grad: torch.Tensor) -> None:  # registered before any clamp hook: sees the unclamped gradient
+
+class _LabTraining:
+    """One lab run: a fresh :func:`mlp`, its optimizer and scaler, and the hooks that watch it."""
+
+    def __init__(self, accumulation: int, scaler: bool, checkpointing: bool, clamp: str) -> None:
+        self.accumulation, self.scaler, self.checkpointing, self.clamp = accumulation, scaler, checkpointing, clamp
+        self.model = mlp()
+        layer = dict(self.model.named_children())
+        self.fc1, self.relu1, fc2, relu2, self.fc3 = (layer[n] for n in ("fc1", "relu1", "fc2", "relu2", "fc3"))
+        self.w3 = cast(torch.Tensor, self.fc3.weight)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=LAB_LR)
+        self.grad_scaler = torch.amp.GradScaler("cpu", enabled=scaler, growth_interval=10_000)
+        self.flag, self.record = Recomputing(), StepRecord()
+        self.handles = [self.w3.register_hook(self.watch),  # before any clamp hook: sees the unclamped gradient
+                        self.w3.register_post_accumulate_grad_hook(self.count_accumulate),
+                        fc2.register_forward_hook(self.count_forward), relu2.register_forward_hook(self.count_forward)]
+        if clamp == "tensor hook":
+            self.handles += [cast(torch.Tensor, m.weight).register_hook(self.clamp_hook) for m in (self.fc1, fc2, self.fc3)]
+        self.middle = nn.Sequential(fc2, relu2)
+
+    def watch(self, grad: torch.Tensor) -> None:
+        record = self.record
         record.tensor_hook_calls += 1
         record.seen_max = max(record.seen_max, grad.abs().max().item())
         record.seen_sum = grad.detach().clone() if record.seen_sum is None else record.seen_sum + grad
 
-    def count_accumulate(param: torch.Tensor) -> None:
-        record.post_accumulate_calls += 1
+    def count_accumulate(self, param: torch.Tensor) -> None:
+        self.record.post_accumulate_calls += 1
 
-    def count_forward(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
-        if flag:
-            record.forward_recomputed += 1
+    def count_forward(self, module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+        if self.flag:
+            self.record.forward_recomputed += 1
         else:
-            record.forward_real += 1
+            self.record.forward_real += 1
 
-    handles.append(w3.register_hook(watch))
-    handles.append(w3.register_post_accumulate_grad_hook(count_accumulate))
-    handles += [fc2.register_forward_hook(count_forward), relu2.register_forward_hook(count_forward)]
-    def clamp_hook(grad: torch.Tensor) -> torch.Tensor:
-        record.clamp_calls += 1
+    def clamp_hook(self, grad: torch.Tensor) -> torch.Tensor:
+        self.record.clamp_calls += 1
         return grad.clamp(-LIMIT, LIMIT)
 
-    if clamp == "tensor hook":
-        handles += [w.register_hook(clamp_hook) for w in (w1, w2, w3)]
-    middle = nn.Sequential(fc2, relu2)
-    records, losses = [], []
-    with torch.no_grad():
-        start_loss = nn.functional.mse_loss(model(x), y).item()
-    try:
-        for step in range(steps):
-            record = StepRecord()
-            xb, yb = x[step * LAB_BATCH:(step + 1) * LAB_BATCH], y[step * LAB_BATCH:(step + 1) * LAB_BATCH]
-            opt.zero_grad()
-            total = 0.0
-            for xm, ym in zip(xb.chunk(accumulation), yb.chunk(accumulation)):
-                h = relu1(fc1(xm))
-                h = checkpoint(middle, h, flag=flag) if checkpointing else middle(h)
-                loss = nn.functional.mse_loss(fc3(h), ym) / accumulation
-                grad_scaler.scale(loss).backward()
-                total += loss.item()
-            scale = grad_scaler.get_scale() if scaler else 1.0
-            record.true_max = cast(torch.Tensor, record.seen_sum).abs().max().item() / scale
-            if clamp == "after unscale":
-                grad_scaler.unscale_(opt)
-                nn.utils.clip_grad_value_(model.parameters(), LIMIT)
-                record.clamp_calls += 1
-                record.applied_max = grad_of(w3).abs().max().item()
-            else:  # p.grad as the optimizer will use it: after any clamp in a hook, divided by the scale
-                record.applied_max = grad_of(w3).abs().max().item() / scale
-            record.seen_sum = None  # keep only the figures
-            grad_scaler.step(opt)
-            grad_scaler.update()
-            records.append(record)
-            losses.append(total)
-    finally:
-        for handle in handles:
+    def step(self, xb: torch.Tensor, yb: torch.Tensor) -> tuple[StepRecord, float]:
+        """One optimizer step over ``accumulation`` micro-batches: what the hooks saw, and the loss."""
+        record = self.record = StepRecord()
+        self.opt.zero_grad()
+        total = 0.0
+        for xm, ym in zip(xb.chunk(self.accumulation), yb.chunk(self.accumulation)):
+            h = self.relu1(self.fc1(xm))
+            h = checkpoint(self.middle, h, flag=self.flag) if self.checkpointing else self.middle(h)
+            loss = nn.functional.mse_loss(self.fc3(h), ym) / self.accumulation
+            self.grad_scaler.scale(loss).backward()
+            total += loss.item()
+        scale = self.grad_scaler.get_scale() if self.scaler else 1.0
+        record.true_max = cast(torch.Tensor, record.seen_sum).abs().max().item() / scale
+        if self.clamp == "after unscale":
+            self.grad_scaler.unscale_(self.opt)
+            nn.utils.clip_grad_value_(self.model.parameters(), LIMIT)
+            record.clamp_calls += 1
+            record.applied_max = grad_of(self.w3).abs().max().item()
+        else:  # p.grad as the optimizer will use it: after any clamp in a hook, divided by the scale
+            record.applied_max = grad_of(self.w3).abs().max().item() / scale
+        record.seen_sum = None  # keep only the figures
+        self.grad_scaler.step(self.opt)
+        self.grad_scaler.update()
+        return record, total
+
+    def remove(self) -> None:
+        for handle in self.handles:
             handle.remove()
-    with torch.no_grad():
-        end_loss = nn.functional.mse_loss(model(x), y).item()
-    return LabRun(accumulation, scaler, checkpointing, clamp, float(grad_scaler.get_scale() if scaler else 1.0),
-                  records, losses, start_loss, end_loss)
 
 
 LAB_ROWS = {  # row label -> what it means, for the notebook's explanation
@@ -530,8 +531,7 @@ clamp = Exercise(
 # ----------------------------------------------------------- 2: count each real forward pass once
 def make_stats_hook(store):
     def record(module, args, output):
-        # private (checked on torch 2.14.1), as nb08.in_backward(): -1 outside backward; inside, a recomputation
-        if torch._C._current_graph_task_id() != -1:
+        if in_backward():  # a checkpoint recomputing the segment: not a new forward pass
             return
         store.append(output.detach().mean().item())
     return record

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from ..checker import Exercise, Mistake
+from ..lab.exercises import Exercise, Mistake
 from ..hooks import Hooks
 from .data import seeded
 

@@ -39,11 +39,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..checker import Exercise, Mistake, made_hook
+from ..lab.exercises import Exercise, Mistake, made_hook
 from ..hooks import Hooks
 from ..inspection import count_hooks
-from ..plots import fixed_layout
-from .data import seeded, threads
+from ..lab.plots import fixed_layout
+from ..threads import threads
+from .data import seeded
 
 __all__ = ["DIGITS", "MARKER", "QUERY", "VOCAB", "LENGTH", "TOKENS", "text", "make_batch", "Pairs", "make_pairs",
            "TinyTransformer", "Trained", "train", "logit_diff", "accuracy", "table", "draw_map", "draw_lab",

@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 from .data import fit, seeded
-from .data import threads as data_threads
+from ..threads import threads as data_threads
 
 __all__ = ["SEED", "CLASSES", "PATTERNS", "Shapes", "make_shapes", "make_patterns", "tiny_cnn", "init_weights", "INITS",
            "TrainResult", "train", "accuracy", "KINDS", "trained_model", "default_data", "plot_examples"]
@@ -314,23 +314,30 @@ def train(
     batches = ((images[i], data.labels[i]) for i in order)
     model.train()
     with data_threads(threads):
-        losses: list[float] = []
-        result = TrainResult(model)
-        while True:  # one stretch of test_every steps (all of them without test_every), then a test
-            done = len(losses)
-            losses += fit(model, opt, nn.functional.cross_entropy, itertools.islice(batches, test_every))
-            if len(losses) == done:
-                break
-            if test is not None and test_every is not None:
-                result.test_accuracies[len(losses)] = accuracy(model, test)
-            if test_every is None:
-                break
-        result.losses = [v if math.isfinite(v) else float("nan") for v in losses]
-        if test is not None:
-            if len(losses) not in result.test_accuracies:
-                result.test_accuracies[len(losses)] = accuracy(model, test)
-            result.test_accuracy = result.test_accuracies[len(losses)]
+        result = _fit_and_test(model, opt, batches, test, test_every)
     model.to(memory_format=torch.contiguous_format)
+    return result
+
+
+def _fit_and_test(model: nn.Module, opt: torch.optim.Optimizer, batches: Any, test: Shapes | None,
+                  test_every: int | None) -> TrainResult:
+    """The steps of :func:`train`, with a test after every ``test_every`` of them and at the end."""
+    losses: list[float] = []
+    result = TrainResult(model)
+    while True:  # one stretch of test_every steps (all of them without test_every), then a test
+        done = len(losses)
+        losses += fit(model, opt, nn.functional.cross_entropy, itertools.islice(batches, test_every))
+        if len(losses) == done:
+            break
+        if test is not None and test_every is not None:
+            result.test_accuracies[len(losses)] = accuracy(model, test)
+        if test_every is None:
+            break
+    result.losses = [v if math.isfinite(v) else float("nan") for v in losses]
+    if test is not None:
+        if len(losses) not in result.test_accuracies:
+            result.test_accuracies[len(losses)] = accuracy(model, test)
+        result.test_accuracy = result.test_accuracies[len(losses)]
     return result
 
 

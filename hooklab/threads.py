@@ -26,22 +26,17 @@ def off_main_thread() -> bool:
 
 
 def one_thread_off_main() -> None:
-    """Off the main thread, set this thread to one PyTorch thread (it stays so); on it, nothing.
-
-    Threads started afterwards begin with one thread too (PyTorch's default for a new thread
-    follows the last setting); the main thread keeps its own.
-    """
+    """Off the main thread, set this thread to one PyTorch thread, for good (threads started later
+    begin with one too); on it, nothing."""
     if off_main_thread() and torch.get_num_threads() != 1:
         torch.set_num_threads(1)
 
 
 @contextmanager
 def threads(n: int | None) -> Iterator[None]:
-    """Run the block with ``n`` PyTorch CPU threads (``None``: leave the setting alone), capped at
-    the machine's CPU count, then restore the previous number. Off the main thread, whatever ``n``
-    says: one thread, kept after the block (:func:`one_thread_off_main`).
-
-    A fixed number of threads makes float sums add up in the same order on every run.
+    """The block with ``n`` PyTorch threads (``None``: as set; at most the CPU count), then the number
+    before; off the main thread, one, kept (:func:`one_thread_off_main`). A fixed number of threads
+    makes float sums add up in the same order on every run.
 
     >>> with threads(1):
     ...     torch.get_num_threads()

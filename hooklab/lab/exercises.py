@@ -5,7 +5,7 @@ An :class:`Exercise` is a list of checks. Each check gets the learner's function
 returns a :class:`Verdict` that prints one line per check.
 
 >>> import hooklab
->>> from hooklab.checker import Exercise, Mistake
+>>> from hooklab.lab.exercises import Exercise, Mistake
 >>> def returns_double(fn):
 ...     got = fn(3)
 ...     if got is None:
@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ._signature import check_hook_signature
+from ..kinds import check_hook_signature
 
 __all__ = ["Exercise", "Mistake", "Verdict", "Solution", "expect_close", "grad_of", "solutions_hidden"]
 
@@ -50,7 +50,7 @@ def expect_close(actual: Any, expected: Any, what: str, *, atol: float = 1e-6) -
     >>> expect_close(torch.tensor([1.0, 2.5]), [1.0, 2.0], "the gradient")
     Traceback (most recent call last):
     ...
-    hooklab.checker.Mistake: the gradient is [1.0, 2.5], expected [1.0, 2.0].
+    hooklab.lab.exercises.Mistake: the gradient is [1.0, 2.5], expected [1.0, 2.0].
     """
     if actual is None:
         raise Mistake(f"{what} is None. Did your hook forget to `return` its result?")
@@ -67,13 +67,13 @@ def expect_close(actual: Any, expected: Any, what: str, *, atol: float = 1e-6) -
 
 def made_hook(make: Callable[..., Any], *args: Any, kind: str, call: str, inner: str) -> Callable[..., Any]:
     """``make(*args)``, for an exercise that asks for a function returning a hook: the result must be
-    callable with ``kind``'s hook signature (see :func:`hooklab.check_hook_signature`), or a
+    callable with ``kind``'s hook signature (see :func:`hooklab.kinds.check_hook_signature`), or a
     :class:`Mistake` says what to write. ``call`` names the learner's call, ``inner`` the hook's name.
 
     >>> made_hook(lambda store: None, [], kind="forward", call="make_hook(store)", inner="record")
     Traceback (most recent call last):
     ...
-    hooklab.checker.Mistake: make_hook(store) returned NoneType, not a function: return the forward hook function itself (`return record`, no parentheses).
+    hooklab.lab.exercises.Mistake: make_hook(store) returned NoneType, not a function: return the forward hook function itself (`return record`, no parentheses).
     """
     hook, what = make(*args), kind.replace("_", " ") + " hook"
     if not callable(hook):
@@ -92,7 +92,7 @@ def grad_of(tensor: torch.Tensor, what: str = "the parameter") -> torch.Tensor:
     >>> grad_of(torch.ones(1, requires_grad=True), "x")
     Traceback (most recent call last):
     ...
-    hooklab.checker.Mistake: x got no gradient (its .grad is None): did the backward pass reach it?
+    hooklab.lab.exercises.Mistake: x got no gradient (its .grad is None): did the backward pass reach it?
     """
     if tensor.grad is None:
         raise Mistake(f"{what} got no gradient (its .grad is None): did the backward pass reach it?")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from typing import Any, Sequence
 
-from .portable import is_per_run
+from .claims import is_per_run
 
 #: The width a per-run figure (``≈96.1%``) counts for when the columns are aligned, whatever its
 #: digits: the padding of every other cell then does not depend on this run's numbers.
