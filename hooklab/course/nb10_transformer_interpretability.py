@@ -41,13 +41,14 @@ from torch import nn
 
 from ..lab.exercises import Exercise, Mistake, made_hook
 from ..hooks import Hooks
+from ..claims import approx
 from ..inspection import count_hooks
 from ..lab.plots import fixed_layout
 from ..threads import threads
 from .data import seeded
 
 __all__ = ["DIGITS", "MARKER", "QUERY", "VOCAB", "LENGTH", "TOKENS", "text", "make_batch", "Pairs", "make_pairs",
-           "TinyTransformer", "Trained", "train", "logit_diff", "accuracy", "table", "draw_map", "draw_lab",
+           "TinyTransformer", "Trained", "train", "logit_diff", "accuracy", "share", "table", "draw_map", "draw_lab",
            "make_head_patch", "head_patch_exercise", "make_steering_hook", "steering_exercise", "run_with_hooks",
            "run_with_hooks_exercise", "trained_copy"]
 
@@ -254,6 +255,17 @@ def train(seed: int = 0, steps: int = 200, batch: int = 128, lr: float = 1e-2) -
 
 
 # ---------------------------------------------------------------------- printing and pictures
+def share(value: float) -> str:
+    """A share as a per-run percentage, ``≈97%``: rounded to whole percents first, so that a share a hair
+    below 0 shows ``≈0%`` as one a hair above it does (the comparison of outputs across CPUs masks the
+    digits of a per-run figure, not its sign).
+
+    >>> share(-0.0025), share(0.0025), share(0.966)
+    ('≈0%', '≈0%', '≈97%')
+    """
+    return approx(round(value, 2) + 0.0, ".0%")
+
+
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Rows under a header, as aligned text. A per-run figure (``≈97%``, from :func:`hooklab.approx`)
     counts as at least 8 characters wide, so that the header lines up the same on any CPU, where
@@ -291,7 +303,7 @@ def draw_map(ax: Any, values: torch.Tensor, rows: Sequence[str], tokens: torch.T
     for r in range(shown.shape[0]):
         for c in range(shown.shape[1]):
             v = float(shown[r, c])
-            ax.text(c, r, f"{v:.0%}", ha="center", va="center", fontsize=7, color="black" if v > 0.6 else "white")
+            ax.text(c, r, f"{round(v, 2) + 0.0:.0%}", ha="center", va="center", fontsize=7, color="black" if v > 0.6 else "white")
     ax.set_yticks(range(len(rows)), list(rows), fontsize=8)
     labels = [f"{i}\n{TOKENS[t]}" for i, t in enumerate(tokens.tolist())] if tokens is not None else \
         [str(i) for i in range(shown.shape[1])]
