@@ -82,6 +82,7 @@ SCALE, FACTOR, ZERO = "scale layer 0's output", "factor", "zero the input"
 NORM2_0, NORM2_1 = "encoder.layers.0.norm2 · LayerNorm · leaf", "encoder.layers.1.norm2 · LayerNorm · leaf"
 CONV1, BN2_4_1 = "conv1 · Conv2d · leaf", "layer4.1.bn2 · BatchNorm2d · leaf"
 RELU_1_0 = "layer1.0.relu · ReLU · leaf · called 2×"
+PATCH = "patch from the clean run"
 BN1_4_0, LINEAR2_0 = "layer4.0.bn1 · BatchNorm2d · leaf", "encoder.layers.0.linear2 · Linear · leaf"
 #: The controls of every hooklab.explore panel, in order.
 EXPLORE_CONTROLS = ["filter", "module", "zero its output", "add noise", "noise (× std)", "scale its output",
@@ -388,6 +389,45 @@ EXPECTATIONS: dict[str, dict[str, Any]] = {
             Step("noise off, the whole list, back to encoder.layers.0.norm2: the start again",
                  {"add noise": False, "filter": "", "module": NORM2_0},
                  {"std": FIRST, "output change": "0", "hooks on the model": "0", "listed": "all 25 modules"}),
+        ],
+    },
+    # ------------------------------------------------------------------ 10: patch and steer a tiny transformer
+    "10_transformer_interpretability.ipynb": {
+        # the logit difference and the recovered share come out of float arithmetic (≈); the yes/no row carries
+        # the claims, and a logit difference must come back exactly (FIRST) when nothing is on
+        "controls": [PATCH, "layer", "position", "steer", "strength"],
+        "steps": [
+            Step("start: nothing patched, nothing steered",
+                 {PATCH: False, "layer": "embed", "position": "3", "steer": False, "strength": 1.0},
+                 {"patched": "nothing", "steered": "no", "answers 3 for at least 90%": "False",
+                  "hooks on the model": "0"}),
+            Step("patch embed at the digit's position: the clean answer comes back",
+                 {PATCH: True},
+                 {"patched": "embed at position 3 (3)", "recovered": CHANGED, "answers 3 for at least 90%": "True",
+                  "hooks on the model": "1"}),
+            Step("position 5 carries nothing",
+                 {"position": "5"},
+                 {"patched": "embed at position 5 (4)", "logit difference 3 − 7": FIRST,
+                  "answers 3 for at least 90%": "False", "hooks on the model": "1"}),
+            Step("blocks.1 at the last position: everything comes back",
+                 {"layer": "blocks.1", "position": "7"},
+                 {"patched": "blocks.1 at position 7 (?)", "answers 3 for at least 90%": "True"}),
+            Step("blocks.1 at the digit's position: nothing (the answer has moved on)",
+                 {"position": "3"},
+                 {"patched": "blocks.1 at position 3 (3)", "logit difference 3 − 7": FIRST,
+                  "answers 3 for at least 90%": "False"}),
+            Step("no patch; steer at strength 1 instead",
+                 {PATCH: False, "steer": True},
+                 {"patched": "nothing", "steered": "blocks.0 + 1 × vector at 3", "answers 3 for at least 90%": "True",
+                  "hooks on the model": "1"}),
+            Step("strength 0: the corrupted run exactly",
+                 {"strength": 0.0},
+                 {"steered": "blocks.0 + 0 × vector at 3", "logit difference 3 − 7": FIRST,
+                  "answers 3 for at least 90%": "False", "hooks on the model": "1"}),
+            Step("everything off: the first view again",
+                 {"steer": False, "strength": 1.0, "layer": "embed"},
+                 {"patched": "nothing", "steered": "no", "logit difference 3 − 7": FIRST,
+                  "the map at this cell (if patched)": FIRST, "hooks on the model": "0"}),
         ],
     },
 }
