@@ -53,7 +53,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     do not change, and the first run on the other kernels is nbval's. The model-zoo sweep of every
     module runs only with ``--zoo-full``."""
     full = config.getoption("--zoo-full")
-    skip_full = pytest.mark.skip(reason="the sweep of every module runs with --zoo-full (.ci/run)")
+    skip_full = pytest.mark.skip(reason="the sweep of every module runs with --zoo-full")
     for item in items:
         if _file(item).endswith(".ipynb"):
             item.add_marker(pytest.mark.kernels)
