@@ -5,7 +5,7 @@ CNN of notebooks 06 and 07 trained from 5 seeds per kind of data, every notebook
 panel (20 changes per panel), the live pictures' updates against full draws (30 each,
 benchmarks/pictures.py), ``hooklab.explore`` on resnet18 at 224×224 (40 updates), and click to view
 in Chromium for every control of every lab (benchmarks/browser.py); writes ``benchmarks/RESULTS.md``.
-Quick: a few repetitions, 30 passes, one seed, notebook 00 only, 6 changes per panel, 8 picture
+Quick: 12 interleaved repetitions of the overhead run, 30 passes, one seed, notebook 00 only, 6 changes per panel, 8 picture
 updates, 8 explore updates, one PyTorch thread, no browser; writes ``benchmarks/out/results-quick.md`` (git-ignored).
 Either way the command exits 1 when a floor it covers is missed or cannot be measured (a section
 that could not run: no Chromium for the browser's floors, one CPU for the second-thread floor),
@@ -35,7 +35,7 @@ MODES: dict[str, dict[str, Any]] = {
     "full": {"reps": 40, "forwards": 2, "one_shot_reps": 20, "passes": 1000, "seeds": [0, 1, 2, 3, 4],
              "other_cpu": True, "notebooks": None, "changes": 20, "portability_seeds": [3, 4, 5],
              "explore_changes": 40, "explore_big": True, "browser": True, "threads_reps": 5, "picture_reps": 30},
-    "quick": {"reps": 4, "forwards": 1, "one_shot_reps": 2, "passes": 30, "seeds": [0], "other_cpu": False,
+    "quick": {"reps": 12, "forwards": 1, "one_shot_reps": 2, "passes": 30, "seeds": [0], "other_cpu": False,
               "notebooks": ["00"], "changes": 6, "portability_seeds": [], "explore_changes": 8, "explore_big": False,
               "browser": False, "threads_reps": 3, "picture_reps": 8},
 }
