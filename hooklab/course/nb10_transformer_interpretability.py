@@ -41,6 +41,7 @@ from torch import nn
 
 from ..lab.exercises import Exercise, Mistake, made_hook
 from ..hooks import Hooks
+from ..table import Table
 from ..claims import approx
 from ..inspection import count_hooks
 from ..lab.plots import fixed_layout
@@ -56,8 +57,6 @@ __all__ = ["DIGITS", "MARKER", "QUERY", "VOCAB", "LENGTH", "TOKENS", "text", "ma
 DIGITS, MARKER, QUERY = 10, 10, 11
 VOCAB, LENGTH = 12, 8
 TOKENS = [str(d) for d in range(DIGITS)] + ["=", "?"]
-#: How wide :func:`table` counts a per-run figure (at least).
-PER_RUN_WIDTH = 8
 #: The seed of the test examples (never used for training).
 TEST_SEED = 12345
 
@@ -267,10 +266,8 @@ def share(value: float) -> str:
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Rows under a header, as aligned text. A per-run figure (``≈97%``, from :func:`hooklab.approx`)
-    counts as at least 8 characters wide, so that the header lines up the same on any CPU, where
-    such a figure may come out one character shorter or longer (the tests mask the figure and the
-    spaces around it, not the header).
+    """Rows under a header, as aligned text (:class:`hooklab.table.Table`: a per-run figure counts as
+    the same width on any CPU, so the columns line up the same everywhere).
 
     >>> print(table(["layer", "recovered"], [["embed", "100%"]]))
     layer  recovered
@@ -280,15 +277,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     >>> short.splitlines()[:2] == long.splitlines()[:2]  # the header and the rule
     True
     """
-    cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
-
-    def width(cell: str) -> int:
-        return max(len(cell), PER_RUN_WIDTH) if cell.startswith("≈") else len(cell)
-
-    widths = [max(width(row[i]) for row in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return Table(header, rows).to_text()
 
 
 def draw_map(ax: Any, values: torch.Tensor, rows: Sequence[str], tokens: torch.Tensor | None = None,
