@@ -94,14 +94,21 @@ def _png_size(data: bytes) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
-def test_figures_have_twice_the_pixels_a_page_shows() -> None:
+def test_figures_have_twice_the_pixels_a_page_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    import base64
+
+    import IPython.display
+
     assert plots.DPI == 2 * plots.PX_PER_INCH
     fig = plots.figure((4.5, 2.2))
     fig.add_subplot().plot([0, 1])
     assert _png_size(plots.to_png(fig)) == (900, 440)
-    shown = plots.show(fig)
-    assert shown.width == 450, "a stored figure is shown 100 px per inch wide, as before: only sharper"
-    assert _png_size(shown.data) == (900, 440)
+    displayed: list[tuple[dict, dict]] = []
+    monkeypatch.setattr(IPython.display, "display", lambda data, raw, metadata=None: displayed.append((data, metadata)))
+    plots.show(fig, "a line")
+    (image, metadata), _ = displayed
+    assert metadata["image/png"]["width"] == 450, "a stored figure is shown 100 px per inch wide, as before: only sharper"
+    assert _png_size(base64.b64decode(image["image/png"])) == (900, 440)
 
 
 def test_no_rainbow_colour_maps() -> None:

@@ -38,6 +38,7 @@ from torch import nn
 
 from .data import fit, seeded
 from ..threads import threads as data_threads
+from ..lab.plots import LABEL
 
 __all__ = ["SEED", "CLASSES", "PATTERNS", "Shapes", "make_shapes", "make_patterns", "tiny_cnn", "init_weights", "INITS",
            "TrainResult", "train", "accuracy", "KINDS", "trained_model", "default_data", "plot_examples"]
@@ -400,6 +401,6 @@ def plot_examples(fig: Any, data: Shapes, n: int = 8, predictions: torch.Tensor 
         title = data.classes[int(data.labels[i])]
         if predictions is not None:
             title += f"\n→ {data.classes[int(predictions[i])]}"
-        ax.set_title(title, fontsize=8)
+        ax.set_title(title, fontsize=LABEL)
         ax.set_axis_off()
     return fig
