@@ -38,7 +38,7 @@ Save outputs by name: all 5 checks passed
 
 from __future__ import annotations
 
-import math
+from math import ceil, sqrt
 from typing import Any, Callable, Sequence
 
 import torch
@@ -83,8 +83,8 @@ def feature_grid(fig: Any, maps: torch.Tensor, n: int = 16, title: str = "") -> 
     if maps.dim() != 3:
         raise ValueError(f"feature maps must be [C, H, W] or [1, C, H, W], got shape {list(maps.shape)}.")
     maps = maps.detach().float().cpu()[:n]
-    cols = math.ceil(math.sqrt(len(maps)))
-    rows = math.ceil(len(maps) / cols)
+    cols = ceil(sqrt(len(maps)))
+    rows = ceil(len(maps) / cols)
     for i, fmap in enumerate(maps):
         ax = fig.add_subplot(rows, cols, i + 1)
         ax.imshow(fmap.numpy(), cmap="viridis")
