@@ -94,14 +94,21 @@ def _png_size(data: bytes) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
-def test_figures_have_twice_the_pixels_a_page_shows() -> None:
+def test_figures_have_twice_the_pixels_a_page_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    import base64
+
+    import IPython.display
+
     assert plots.DPI == 2 * plots.PX_PER_INCH
     fig = plots.figure((4.5, 2.2))
     fig.add_subplot().plot([0, 1])
     assert _png_size(plots.to_png(fig)) == (900, 440)
-    shown = plots.show(fig)
-    assert shown.width == 450, "a stored figure is shown 100 px per inch wide, as before: only sharper"
-    assert _png_size(shown.data) == (900, 440)
+    displayed: list[tuple[dict, dict]] = []
+    monkeypatch.setattr(IPython.display, "display", lambda data, raw, metadata=None: displayed.append((data, metadata)))
+    plots.show(fig, "a line")
+    (image, metadata), _ = displayed
+    assert metadata["image/png"]["width"] == 450, "a stored figure is shown 100 px per inch wide, as before: only sharper"
+    assert _png_size(base64.b64decode(image["image/png"])) == (900, 440)
 
 
 def test_no_rainbow_colour_maps() -> None:
@@ -126,3 +133,27 @@ def test_teaching_guide_times_match_the_notebooks() -> None:
         assert re.search(rf"\|\s*about {stated.group(1)} min\s*\|", row.group(0)), (
             f"TEACHING.md: notebook {path.name[:2]} says about {stated.group(1)} minutes; its row says {row.group(0)}")
     assert "HOOKLAB_HIDE_SOLUTIONS=1" in guide and "Presentation Mode" in guide
+
+
+def test_teaching_md_carries_every_notebooks_outcomes_and_prerequisites() -> None:
+    """The course-level outcomes are gathered from the notebooks: TEACHING.md's appendix holds each
+    notebook's "After this notebook you can" list and "You need" line as the notebook states them."""
+    guide = " ".join((ROOT / "TEACHING.md").read_text().split("## Outcomes and prerequisites, notebook by notebook")[-1].split())
+    for path in notebooks():
+        first = read(path).cells[0].source
+        outcomes = re.search(r"\*\*After this notebook you can\*\*\n(.*?)\n\n", first, re.S)
+        need = re.search(r"\*\*You need\*\*(.*?)(?:\*\*Time|\n\n|\Z)", first, re.S)
+        assert outcomes and need, f"{path.name}: no outcomes or no 'You need' in its first cell"
+        for item in re.split(r"\n(?=\d+\. )", outcomes.group(1)):
+            assert " ".join(item.split()) in guide, f"TEACHING.md lacks {path.name}'s outcome {item[:60]!r}"
+        assert "You need " + " ".join(need.group(1).split()) in guide, f"TEACHING.md lacks {path.name}'s prerequisites"
+
+
+def test_optional_sections_are_marked_in_the_notebooks() -> None:
+    """Sections a class may skip carry "(optional)" at the end of their heading, and TEACHING.md names them."""
+    marked = {path.name[:2]: re.findall(r"^#+ (.*\(optional\).*)$", "\n".join(c.source for c in read(path).cells
+                                                                        if c.cell_type == "markdown"), re.M)
+              for path in notebooks()}
+    for nb, count in {"00": 1, "02": 1, "05": 1, "08": 4}.items():
+        assert len(marked[nb]) == count, f"notebook {nb}: optional sections {marked[nb]}"
+    assert "**(optional)**" in (ROOT / "TEACHING.md").read_text()

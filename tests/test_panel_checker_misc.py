@@ -218,12 +218,14 @@ def test_data_helpers_are_offline_and_repeatable(monkeypatch):
 
 
 def test_feature_grid_and_png():
+    from hooklab.course.nb05_resnet_traversal import feature_grid
+
     fig = hooklab.plots.figure()
-    hooklab.plots.feature_grid(fig, torch.randn(1, 5, 8, 8), n=4, title="maps")
+    feature_grid(fig, torch.randn(1, 5, 8, 8), n=4, title="maps")
     assert len(fig.axes) == 4
     assert hooklab.plots.to_png(fig)[:4] == b"\x89PNG"
     with pytest.raises(ValueError, match="C, H, W"):
-        hooklab.plots.feature_grid(hooklab.plots.figure(), torch.randn(8, 8))
+        feature_grid(hooklab.plots.figure(), torch.randn(8, 8))
 
 
 def test_panel_renders_once_when_shown_not_once_per_control():

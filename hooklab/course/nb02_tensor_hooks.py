@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from ..lab.exercises import Exercise, Mistake, expect_close, grad_of
-from ..lab.plots import LiveCanvas, figure, fixed_layout, round_limit
+from ..lab.plots import LABEL, SMALL, TITLE, LiveCanvas, figure, fixed_layout, round_limit
 from .data import tiny_mlp
 
 __all__ = ["clamp_exercise", "log_exercise", "clamp_hook", "log_grad_norms"]
@@ -245,11 +245,11 @@ class LiveBars:
             self.bars[name] = list(self.ax.bar([j + offset for j in range(len(labels))], [0.0] * len(labels),
                                                width=width, color=self.COLORS[i % len(self.COLORS)], label=name))
         self.ax.set_xticks(range(len(labels)), list(labels))
-        self.ax.tick_params(labelsize=8)
+        self.ax.tick_params(labelsize=SMALL)
         zero = self.ax.axhline(0, color="#666666", lw=0.8)
         if xlabel:
-            self.ax.set_xlabel(xlabel, fontsize=8)
-        self.legend = self.ax.legend(fontsize=7, loc="upper left")  # a fixed place: "best" searches
+            self.ax.set_xlabel(xlabel, fontsize=LABEL)
+        self.legend = self.ax.legend(fontsize=SMALL, loc="upper left")  # a fixed place: "best" searches
         # the spines too: a full draw puts them over the zero line
         moving = [bar for group in self.bars.values() for bar in group] + [zero, *self.ax.spines.values(), self.legend]
         self.canvas = LiveCanvas(self.fig, moving)

@@ -42,7 +42,7 @@ from torch.nn.utils import prune
 from ..claims import PerRun, approx
 from ..inspection import version
 from ..lab.exercises import Exercise, Mistake, made_hook
-from ..lab.plots import LiveCanvas, figure, fixed_layout, round_limit
+from ..lab.plots import LABEL, SMALL, TITLE, LiveCanvas, figure, fixed_layout, round_limit
 from .data import fit
 
 #: The weights ``toy_regression``'s targets are made with (what training should find).
@@ -162,18 +162,18 @@ class LiveWeights:
         self.ax_w, self.ax_o = self.fig.subplots(1, 2, width_ratios=[1.0, 1.4])
         self.image = self.ax_w.imshow(w.numpy(), cmap="RdBu_r", vmin=-vmax, vmax=vmax)
         # a text at a fixed place, not set_title(): a title is placed by measuring the axes at each full draw
-        self.title = self.ax_w.text(0.5, 1.04, " ", transform=self.ax_w.transAxes, ha="center", fontsize=9)
-        self.ax_w.set_xlabel("input", fontsize=8)
-        self.ax_w.set_ylabel("output unit", fontsize=8)
-        self.ax_w.tick_params(labelsize=7)
+        self.title = self.ax_w.text(0.5, 1.04, " ", transform=self.ax_w.transAxes, ha="center", fontsize=TITLE)
+        self.ax_w.set_xlabel("input", fontsize=LABEL)
+        self.ax_w.set_ylabel("output unit", fontsize=LABEL)
+        self.ax_w.tick_params(labelsize=SMALL)
         index = range(len(self.reference))
         self.bars = self.ax_o.vlines(index, 0, [0.0] * len(index), color="#4c72b0", linewidth=7)
         marks, = self.ax_o.plot(index, self.reference.tolist(), linestyle="none", marker="_", markersize=14,
                                 color="#555")
         zero = self.ax_o.axhline(0, color="#444", linewidth=0.6)
-        self.ax_o.set_title("output: now (blue), original (grey)", fontsize=9)
-        self.ax_o.set_xlabel("output unit", fontsize=8)
-        self.ax_o.tick_params(labelsize=7)
+        self.ax_o.set_title("output: now (blue), original (grey)", fontsize=TITLE)
+        self.ax_o.set_xlabel("output unit", fontsize=LABEL)
+        self.ax_o.tick_params(labelsize=SMALL)
         # few, fixed ticks: building tick labels is most of the drawing time
         rows, cols = w.shape if w.dim() == 2 else (len(w), 1)
         self.ax_w.set_xticks(sorted({0, cols - 1}))

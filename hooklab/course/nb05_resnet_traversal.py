@@ -38,6 +38,7 @@ Save outputs by name: all 5 checks passed
 
 from __future__ import annotations
 
+from math import ceil, sqrt
 from typing import Any, Callable, Sequence
 
 import torch
@@ -48,6 +49,7 @@ from ..lab.exercises import Exercise, Mistake, grad_of, made_hook
 from ..hooks import Hooks
 from ..inspection import count_hooks
 from ..claims import approx
+from ..lab.plots import TITLE
 from ..recording import Recorder
 from .data import IMAGENET_MEAN, IMAGENET_STD, seeded
 
@@ -72,6 +74,24 @@ def figure(value: float, spec: str = ".3f") -> str:
     ('≈-0.002', '0', '≈20.9')
     """
     return "0" if value == 0 else approx(value, spec)
+
+
+def feature_grid(fig: Any, maps: torch.Tensor, n: int = 16, title: str = "") -> Any:
+    """Draw the first ``n`` channels of a ``[C, H, W]`` (or ``[1, C, H, W]``) tensor as a grid."""
+    if maps.dim() == 4:
+        maps = maps[0]
+    if maps.dim() != 3:
+        raise ValueError(f"feature maps must be [C, H, W] or [1, C, H, W], got shape {list(maps.shape)}.")
+    maps = maps.detach().float().cpu()[:n]
+    cols = ceil(sqrt(len(maps)))
+    rows = ceil(len(maps) / cols)
+    for i, fmap in enumerate(maps):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        ax.imshow(fmap.numpy(), cmap="viridis")
+        ax.set_axis_off()
+    if title:
+        fig.suptitle(title, fontsize=TITLE)
+    return fig
 
 
 def stats(t: torch.Tensor) -> dict[str, float]:

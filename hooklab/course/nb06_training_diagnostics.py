@@ -44,7 +44,7 @@ from torch import nn
 from ..table import Table
 from ..lab.exercises import Exercise, Mistake, grad_of, made_hook
 from ..hooks import HookOwner, Hooks
-from ..lab.plots import LiveCanvas, figure, fixed_layout
+from ..lab.plots import LABEL, SMALL, TITLE, LiveCanvas, figure, fixed_layout
 from ..claims import approx
 from ..selection import select
 
@@ -308,11 +308,42 @@ def _fixed_layout(fig: Any, **space: float) -> None:
     fixed_layout(fig, **{"wspace": 0.3, **space})
 
 
-_COLORS = ("#1f5f99", "#e07b39", "#3a923a", "#b3261e", "#7b4fa0")
+#: Okabe and Ito's colours (told apart with any colour vision), and a line style and a marker for each
+#: line as well: no two lines of a plot differ by colour alone.
+_COLORS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7")
+_STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)))
+_MARKERS = ("o", "s", "^", "D", "v")
+
+
+def _style(i: int, steps: int = 0) -> dict[str, Any]:
+    """The ``i``-th line's colour, line style and marker (a marker every ``steps // 8`` points, none for 0)."""
+    marks = {"marker": _MARKERS[i % len(_MARKERS)], "markevery": (i * max(1, steps // 32), max(1, steps // 8)),
+             "markersize": 4} if steps else {}
+    return {"color": _COLORS[i % len(_COLORS)], "ls": _STYLES[i % len(_STYLES)], **marks}
+
+
+def _label_ends(ax: Any, gap: float = 0.13) -> None:
+    """Name each line of ``ax`` at its right end, in its colour (labels pushed apart by ``gap`` of the axes
+    height, so lines that end together keep legible names)."""
+    to_axes = ax.transData + ax.transAxes.inverted()
+    ends = []
+    for line in ax.get_lines():
+        x, y = line.get_xdata(), line.get_ydata()
+        last = max((i for i in range(len(y)) if math.isfinite(y[i])), default=None)
+        if last is not None:
+            ends.append([float(to_axes.transform((x[last], y[last]))[1]), line])
+    ends.sort(key=lambda e: e[0])
+    for below, above in zip(ends, ends[1:]):
+        above[0] = max(above[0], below[0] + gap)
+    shift = max(0.0, (ends[-1][0] - 1.0) if ends else 0.0)
+    for y, line in ends:
+        ax.text(1.02, y - shift, line.get_label(), transform=ax.transAxes, color=line.get_color(), fontsize=SMALL,
+                va="center", clip_on=False)
 
 
 def plot_stats(fig: Any, stats: ActivationStats, layers: Sequence[str] | None = None, title: str = "") -> Any:
-    """Three panels over the training steps: the mean, the std and the dead-unit share of each layer.
+    """Three panels over the training steps: the mean, the std and the dead-unit share of each layer
+    (each layer in its own colour, line style and marker; named at the end of its line on the right).
 
     >>> from hooklab.plots import figure
     >>> r = run(steps=2, n_train=64, n_test=32)
@@ -320,25 +351,28 @@ def plot_stats(fig: Any, stats: ActivationStats, layers: Sequence[str] | None = 
     3
     """
     layers = list(layers or stats.layers)
-    _fixed_layout(fig, top=0.82 if title else 0.88, bottom=0.2)
+    _fixed_layout(fig, top=0.8 if title else 0.86, bottom=0.22, left=0.07, right=0.91, wspace=0.4)
     axes = fig.subplots(1, 3)
-    for ax, key, label in zip(axes, ("mean", "std", "dead"), ("mean", "std", "dead units (share)")):
+    for ax, key, label in zip(axes, ("mean", "std", "dead"), ("mean", "std", "share of dead units")):
         for i, name in enumerate(layers):
-            ax.plot(getattr(stats[name], key), color=_COLORS[i % len(_COLORS)], lw=1.2, label=name)
-        ax.set_title(label, fontsize=9)
-        ax.set_xlabel("step", fontsize=8)
-        ax.tick_params(labelsize=7)
+            values = getattr(stats[name], key)
+            ax.plot(values, lw=1.4, label=name, **_style(i, len(values)))
+        ax.set_title(label, fontsize=TITLE)
+        ax.set_xlabel("step", fontsize=LABEL)
+        ax.set_ylabel(label, fontsize=LABEL)
+        ax.tick_params(labelsize=SMALL)
     axes[2].set_ylim(-0.05, 1.05)
-    axes[0].legend(fontsize=7, frameon=False, loc="upper left")
+    axes[0].legend(fontsize=SMALL, frameon=False, loc="upper left")
+    _label_ends(axes[2])
     if title:
-        fig.suptitle(title, fontsize=9)
+        fig.suptitle(title, fontsize=TITLE)
     return fig
 
 
 def plot_colorful(ax: Any, stats: LayerStats, hist_max: float = 4.0, title: str = "") -> Any:
     """The "colorful dimension": one column per step, the histogram of the layer's output values
-    bottom (0) to top (``hist_max``), coloured by log(1 + count). A healthy layer shows a band that
-    spreads upward; a collapsed one sits in the bottom row (everything at zero).
+    bottom (0) to top (``hist_max``), coloured by log(1 + count), with a colour bar. A healthy layer
+    shows a band that spreads upward; a collapsed one sits in the bottom row (everything at zero).
 
     >>> from hooklab.plots import figure
     >>> r = run(steps=2, n_train=64, n_test=32)
@@ -348,17 +382,21 @@ def plot_colorful(ax: Any, stats: LayerStats, hist_max: float = 4.0, title: str 
     if not stats.hist:
         raise LookupError(f"no histograms recorded for {stats.name!r} yet.")
     h = torch.tensor(stats.hist).T.log1p()
-    ax.imshow(h.numpy(), origin="lower", aspect="auto", cmap="viridis",
-              extent=(0, len(stats.hist), 0, hist_max), interpolation="nearest")
-    ax.set_xlabel("step", fontsize=8)
-    ax.set_ylabel("activation value", fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.set_title(title or f"{stats.name}: histogram per step", fontsize=9)
+    image = ax.imshow(h.numpy(), origin="lower", aspect="auto", cmap="viridis",
+                      extent=(0, len(stats.hist), 0, hist_max), interpolation="nearest")
+    bar = ax.figure.colorbar(image, ax=ax, pad=0.02, fraction=0.06)
+    bar.set_label("log(1 + count)", fontsize=SMALL)
+    bar.ax.tick_params(labelsize=SMALL)
+    ax.set_xlabel("step", fontsize=LABEL)
+    ax.set_ylabel("activation value", fontsize=LABEL)
+    ax.tick_params(labelsize=SMALL)
+    ax.set_title(title or f"{stats.name}: histogram per step", fontsize=TITLE)
     return ax
 
 
 def plot_grad_flow(ax: Any, grads: GradNorms, title: str = "gradient norm per layer") -> Any:
-    """The weight-gradient norm of each layer over the steps, on a log scale.
+    """The weight-gradient norm of each layer over the steps, on a log scale (each layer in its own
+    colour, line style and marker, named at the end of its line).
 
     >>> from hooklab.plots import figure
     >>> r = run(steps=2, n_train=64, n_test=32)
@@ -366,14 +404,15 @@ def plot_grad_flow(ax: Any, grads: GradNorms, title: str = "gradient norm per la
     4
     """
     for i, (name, values) in enumerate(grads.norms.items()):
-        ax.plot([v if v > 0 else float("nan") for v in values], color=_COLORS[i % len(_COLORS)], lw=1, label=name)
+        ax.plot([v if v > 0 else float("nan") for v in values], lw=1.2, label=name, **_style(i, len(values)))
     ax.set_yscale("log")
     ax.yaxis.set_minor_locator(NullLocator())  # minor ticks on a log axis cost more than the lines
-    ax.set_xlabel("step", fontsize=8)
-    ax.tick_params(labelsize=7)
+    ax.set_xlabel("step", fontsize=LABEL)
+    ax.set_ylabel("gradient norm", fontsize=LABEL)
+    ax.tick_params(labelsize=SMALL)
     ax.set_xlim(0, max((len(v) for v in grads.norms.values()), default=1))
-    ax.legend(fontsize=7, loc="lower left", ncols=2, handlelength=1, columnspacing=0.8)
-    ax.set_title(title, fontsize=9)
+    _label_ends(ax)
+    ax.set_title(title, fontsize=TITLE)
     return ax
 
 
@@ -383,20 +422,22 @@ def plot_runs(fig: Any, runs: Sequence[Run], layer: str = "relu3", hist_max: flo
     >>> from hooklab.plots import figure
     >>> r = run(steps=2, n_train=64, n_test=32)
     >>> len(plot_runs(figure((9, 4)), [r, r]).axes)
-    6
+    8
     """
-    _fixed_layout(fig, top=0.9, bottom=0.1, hspace=0.75)
+    _fixed_layout(fig, top=0.88, bottom=0.11, left=0.06, right=0.92, hspace=0.9, wspace=0.55)
     axes = fig.subplots(len(runs), 3, squeeze=False)
     for row, r in zip(axes, runs):
         plot_colorful(row[0], r.stats[layer], hist_max, title=f"{r.label}\n{layer}: histogram per step")
-        row[1].plot(r.stats[layer].dead, color=_COLORS[3], lw=1.2, label="dead units")
-        row[1].plot(r.stats[layer].zeros, color=_COLORS[0], lw=1.2, label="zeros")
+        steps = len(r.stats[layer].dead)
+        row[1].plot(r.stats[layer].dead, lw=1.4, label="dead", **_style(3, steps))
+        row[1].plot(r.stats[layer].zeros, lw=1.4, label="zeros", **_style(0, steps))
         row[1].set_ylim(-0.05, 1.05)
-        row[1].set_title(f"{layer}: share of zeros, dead units", fontsize=9)
-        row[1].set_xlabel("step", fontsize=8)
-        row[1].tick_params(labelsize=7)
-        row[1].legend(fontsize=7, frameon=False, loc="center right")
-        plot_grad_flow(row[2], r.grads, title=f"gradient norms (accuracy {r.test_accuracy:.0%})")
+        row[1].set_title(f"{layer}: share of\nzeros, dead units", fontsize=TITLE)
+        row[1].set_xlabel("step", fontsize=LABEL)
+        row[1].set_ylabel("share", fontsize=LABEL)
+        row[1].tick_params(labelsize=SMALL)
+        _label_ends(row[1], gap=0.2)
+        plot_grad_flow(row[2], r.grads, title=f"gradient norms\n(accuracy {r.test_accuracy:.0%})")
     return fig
 
 
@@ -420,16 +461,16 @@ class LabPicture:
         self.image = hist_ax.imshow(torch.zeros(bins, steps).numpy(), origin="lower", aspect="auto", cmap="viridis",
                                     extent=(0, steps, 0, hist_max), interpolation="nearest")
         hist_ax.set_yticks([0, hist_max / 2, hist_max])
-        self.lines = {name: self.grad_ax.plot([], [], color=_COLORS[i % len(_COLORS)], lw=1, label=name)[0]
+        self.lines = {name: self.grad_ax.plot([], [], lw=1.2, label=name, **_style(i, steps))[0]
                       for i, name in enumerate(layers)}
         self.grad_ax.set_xlim(0, steps)
-        legend = self.grad_ax.legend(fontsize=7, loc="lower right", ncols=2, handlelength=1, columnspacing=0.8)
+        legend = self.grad_ax.legend(fontsize=SMALL, loc="lower right", ncols=2, handlelength=1, columnspacing=0.8)
         # titles as texts at a fixed place: set_title() places a title by measuring the axes
-        self.titles = [ax.text(0.5, 1.04, title, transform=ax.transAxes, ha="center", fontsize=9)
+        self.titles = [ax.text(0.5, 1.04, title, transform=ax.transAxes, ha="center", fontsize=TITLE)
                        for ax, title in ((hist_ax, " "), (self.grad_ax, "log10 of the gradient norm"))]
         for ax in (hist_ax, self.grad_ax):
             ax.set_xticks([0, steps // 2, steps])
-            ax.tick_params(labelsize=7)
+            ax.tick_params(labelsize=SMALL)
         # what a full draw puts over the moving parts moves with them: the legend, the spines
         self.canvas = LiveCanvas(self.fig, [self.image, self.titles[0], *self.lines.values(), legend,
                                             *hist_ax.spines.values(), *self.grad_ax.spines.values()])

@@ -39,6 +39,7 @@ from ..hooks import HookOwner, Hooks
 from ..claims import approx
 from ..selection import module as find_module
 from ..threads import threads
+from ..lab.plots import LABEL
 from .data import seeded
 
 if TYPE_CHECKING:
@@ -293,7 +294,7 @@ def plot_overlay(ax: Any, image: torch.Tensor, cam: torch.Tensor, mask: torch.Te
         ax.plot([c], [r], marker="+", color="white", markersize=9, mew=2)
     ax.set_axis_off()
     if title:
-        ax.set_title(title, fontsize=8)
+        ax.set_title(title, fontsize=LABEL)
     return ax
 
 
@@ -338,7 +339,7 @@ def quick_overlay(fig: Any, image: torch.Tensor, cam: torch.Tensor, mask: torch.
     y0 = max(0, height_px - title_px - picture.shape[0])
     shown = fig.figimage(picture, xo=x0, yo=y0 // 2, origin="upper")
     if title:
-        fig.text(0.5, 1 - 0.04 * 1.6 / fig.get_size_inches()[1], title, ha="center", va="top", fontsize=8)
+        fig.text(0.5, 1 - 0.04 * 1.6 / fig.get_size_inches()[1], title, ha="center", va="top", fontsize=LABEL)
     return shown
 
 

@@ -44,7 +44,7 @@ from ..hooks import Hooks
 from ..table import Table
 from ..claims import approx
 from ..inspection import count_hooks
-from ..lab.plots import fixed_layout
+from ..lab.plots import LABEL, SMALL, TITLE, fixed_layout
 from ..threads import threads
 from .data import seeded
 
@@ -292,18 +292,18 @@ def draw_map(ax: Any, values: torch.Tensor, rows: Sequence[str], tokens: torch.T
     for r in range(shown.shape[0]):
         for c in range(shown.shape[1]):
             v = float(shown[r, c])
-            ax.text(c, r, f"{round(v, 2) + 0.0:.0%}", ha="center", va="center", fontsize=7, color="black" if v > 0.6 else "white")
-    ax.set_yticks(range(len(rows)), list(rows), fontsize=8)
+            ax.text(c, r, f"{round(v, 2) + 0.0:.0%}", ha="center", va="center", fontsize=SMALL, color="black" if v > 0.6 else "white")
+    ax.set_yticks(range(len(rows)), list(rows), fontsize=LABEL)
     labels = [f"{i}\n{TOKENS[t]}" for i, t in enumerate(tokens.tolist())] if tokens is not None else \
         [str(i) for i in range(shown.shape[1])]
-    ax.set_xticks(range(shown.shape[1]), labels, fontsize=8)
+    ax.set_xticks(range(shown.shape[1]), labels, fontsize=LABEL)
     ax.set_xlabel("position (and the first pair's clean token there)" if tokens is not None else "position",
-                  fontsize=8)
+                  fontsize=LABEL)
     if picked is not None:
         r, c = picked
         ax.add_patch(patches.Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, edgecolor="#d62728", linewidth=2.5))
     if title:
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title, fontsize=TITLE)
     return ax
 
 
@@ -318,13 +318,13 @@ def draw_lab(fig: Any, values: torch.Tensor, rows: Sequence[str], tokens: torch.
     names = list(scores)
     colors = ["#3b6fb6", "#b3261e", "#444444"][: len(names)]
     right.barh(range(len(names)), [scores[n] for n in names], color=colors)
-    right.set_yticks(range(len(names)), names, fontsize=8)
+    right.set_yticks(range(len(names)), names, fontsize=LABEL)
     right.invert_yaxis()
     right.axvline(0, color="#999", linewidth=0.8)
     limit = max(12.0, *(abs(v) for v in scores.values()))
     right.set_xlim(-limit, limit)
-    right.set_xlabel("logit difference", fontsize=8)
-    right.tick_params(axis="x", labelsize=7)
+    right.set_xlabel("logit difference", fontsize=LABEL)
+    right.tick_params(axis="x", labelsize=SMALL)
     return fig
 
 

@@ -38,6 +38,7 @@ from torch import nn
 
 from .data import fit, seeded
 from ..threads import threads as data_threads
+from ..lab.plots import LABEL
 
 __all__ = ["SEED", "CLASSES", "PATTERNS", "Shapes", "make_shapes", "make_patterns", "tiny_cnn", "init_weights", "INITS",
            "TrainResult", "train", "accuracy", "KINDS", "trained_model", "default_data", "plot_examples"]
@@ -386,20 +387,20 @@ def trained_model(*, inplace: bool = True, epochs: int = 4, kind: str = "shapes"
     return TrainResult(copy.deepcopy(cached.model).eval(), list(cached.losses), cached.test_accuracy)
 
 
-def plot_examples(fig: Any, data: Shapes, n: int = 8, predictions: torch.Tensor | None = None) -> Any:
-    """The first ``n`` images of ``data`` in a row, titled with their class (and a prediction if given).
+def plot_examples(fig: Any, data: Shapes, n: int = 8, predictions: torch.Tensor | None = None, rows: int = 1) -> Any:
+    """The first ``n`` images of ``data`` in ``rows`` rows, titled with their class (and a prediction if given).
 
     >>> from hooklab.plots import figure
     >>> fig = plot_examples(figure((4, 1)), make_shapes(4), n=4)
     >>> len(fig.axes)
     4
     """
-    axes = fig.subplots(1, n, squeeze=False)[0]
+    axes = fig.subplots(rows, math.ceil(n / rows), squeeze=False).flatten()
     for i, ax in enumerate(axes):
         ax.imshow(data.images[i, 0].numpy(), cmap="gray", vmin=-0.3, vmax=1.3)
         title = data.classes[int(data.labels[i])]
         if predictions is not None:
             title += f"\n→ {data.classes[int(predictions[i])]}"
-        ax.set_title(title, fontsize=8)
+        ax.set_title(title, fontsize=LABEL)
         ax.set_axis_off()
     return fig

@@ -2,34 +2,51 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import math
+import sys
 from typing import Any, Hashable, Sequence
 
-import torch
 from matplotlib.figure import Figure
 
 from ..kinds import KINDS
 
-__all__ = ["DPI", "PX_PER_INCH", "figure", "to_png", "fixed_layout", "round_limit", "LiveCanvas", "feature_grid",
-           "timeline", "show"]
+__all__ = ["DPI", "PX_PER_INCH", "TITLE", "LABEL", "SMALL", "figure", "to_png", "fixed_layout", "round_limit",
+           "LiveCanvas", "timeline", "show"]
 
 
 #: How wide a notebook shows one inch of a figure, in CSS pixels (what matplotlib's 100 dpi gives).
 PX_PER_INCH = 100
-#: Pixels per inch of every figure: twice what the page shows, so that a figure stays sharp on a
-#: zoomed page, a high-density screen or a projector. (Label sizes are in points: they scale with it.)
+#: Pixels per inch of every figure: twice what the page shows, to stay sharp zoomed or projected (points scale).
 DPI = 2 * PX_PER_INCH
+#: Font sizes (points) of titles, axis labels, and ticks and legends: 18, 15 and 14 CSS px on the page, to read
+#: from the back of a room at a projector's 1024 px.
+TITLE, LABEL, SMALL = 13, 11, 10
+_made: list[Figure] = []  # the figures made in the running IPython cell; warned about at its end if not shown
 
 
 def figure(size: tuple[float, float] = (5.0, 2.6)) -> Figure:
-    """A new figure that pyplot does not know about (nothing is shown twice in a notebook).
+    """A new figure that pyplot does not know about (nothing is shown twice in a notebook). In IPython, one not
+    shown (:func:`show`; :func:`to_png` or :class:`LiveCanvas` for a widget) by the end of its cell: stderr warns.
 
     >>> fig = figure((4.5, 2.2))
     >>> fig.dpi, [int(v) for v in fig.get_size_inches() * fig.dpi]   # pixels: twice what the page shows
     (200, [900, 440])
     """
-    return Figure(figsize=size, dpi=DPI, layout="constrained")
+    fig = Figure(figsize=size, dpi=DPI, layout="constrained")
+    shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
+    if shell is not None and _warn_unshown not in shell.events.callbacks["post_run_cell"]:
+        shell.events.register("post_run_cell", _warn_unshown)
+    _made.extend([fig] if shell is not None else [])
+    return fig
+
+
+def _warn_unshown(*_: Any) -> None:
+    if unshown := sum(not getattr(fig, "hooklab_shown", False) for fig in _made):
+        print(f"hooklab: {unshown} figure(s) made in this cell never shown: pass each to show(fig, caption)",
+              file=sys.stderr)
+    _made.clear()
 
 
 def fixed_layout(fig: Figure, **margins: float) -> Figure:
@@ -49,6 +66,7 @@ def to_png(fig: Figure, compress_level: int = 1) -> bytes:
     Light compression by default: encoding is a visible part of a live panel's update time."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi="figure", pil_kwargs={"compress_level": compress_level})
+    fig.hooklab_shown = True  # type: ignore[attr-defined]
     return buf.getvalue()
 
 
@@ -71,14 +89,11 @@ def round_limit(x: float) -> float:
 class LiveCanvas:
     """Redraw only what moves: matplotlib's blitting, for a figure a live panel redraws on every change.
 
-    The figure is drawn in full once per ``key`` (what its still parts depend on, such as the axis
-    limits) with the ``moving`` artists hidden, and that picture is kept (the last ``keep`` of
-    them). Each :meth:`png` restores the picture for its key, draws only the moving artists on top,
-    in their ``zorder`` (as a full draw orders them within one Axes; axes that overlap, such as
-    twins or insets, are not ordered), and encodes the PNG: a few milliseconds instead of a full
-    draw. A still artist drawn above a moving one in a full draw (an axis spine over a line; grid
-    lines, under a style that puts them above) must be in ``moving`` too, or the picture differs
-    there. Change the moving artists' data (and whatever ``key`` stands for) before calling it.
+    Drawn in full once per ``key`` (what the still parts depend on, e.g. the axis limits) with the
+    ``moving`` artists hidden; the last ``keep`` pictures are kept. :meth:`png` restores its key's
+    picture and draws the moving artists on it in ``zorder`` (overlapping axes are not ordered): a few
+    ms, not a full draw. A still artist a full draw puts above a moving one (a spine over a line) must
+    be in ``moving`` too. Change the moving artists' data (and ``key``) before calling it.
 
     >>> fig = fixed_layout(figure((3, 2)))
     >>> ax = fig.add_subplot()
@@ -95,6 +110,7 @@ class LiveCanvas:
         self.fig, self.keep = fig, keep
         self.moving = sorted(moving, key=lambda artist: artist.get_zorder())  # stable: ties keep their order
         self.canvas = FigureCanvasAgg(fig)
+        fig.hooklab_shown = True  # type: ignore[attr-defined]  # a panel's widget shows it
         self._backgrounds: dict[Hashable, Any] = {}
         #: how many full draws (one per new key) so far
         self.full_draws = 0
@@ -127,32 +143,17 @@ class LiveCanvas:
         return buf.getvalue()
 
 
-def show(fig: Figure) -> Any:
-    """Display a figure in a notebook cell (as a PNG) without going through pyplot: shown
-    :data:`PX_PER_INCH` CSS pixels per inch wide, with :data:`DPI` pixels per inch behind it."""
-    from IPython.display import Image
+def show(fig: Figure, caption: str) -> None:
+    """Display a figure now, :data:`PX_PER_INCH` CSS pixels per inch wide (:data:`DPI` behind it), with the
+    caption as its text and ``alt``, and under it for every reader (JupyterLab gives an image no ``alt``)."""
+    from IPython.display import display
 
+    caption = f"Figure: {' '.join(caption.split()).rstrip('.')}."
     # stored in the notebook file, and not redrawn while you click: compressed harder than a panel's
-    # (level 6: within a few percent of level 9's size, at half its encoding time or less)
-    return Image(to_png(fig, compress_level=6), width=round(fig.get_figwidth() * PX_PER_INCH))
-
-
-def feature_grid(fig: Figure, maps: torch.Tensor, n: int = 16, title: str = "") -> Figure:
-    """Draw the first ``n`` channels of a ``[C, H, W]`` (or ``[1, C, H, W]``) tensor as a grid."""
-    if maps.dim() == 4:
-        maps = maps[0]
-    if maps.dim() != 3:
-        raise ValueError(f"feature maps must be [C, H, W] or [1, C, H, W], got shape {list(maps.shape)}.")
-    maps = maps.detach().float().cpu()[:n]
-    cols = math.ceil(math.sqrt(len(maps)))
-    rows = math.ceil(len(maps) / cols)
-    for i, fmap in enumerate(maps):
-        ax = fig.add_subplot(rows, cols, i + 1)
-        ax.imshow(fmap.numpy(), cmap="viridis")
-        ax.set_axis_off()
-    if title:
-        fig.suptitle(title, fontsize=9)
-    return fig
+    png = base64.b64encode(to_png(fig, compress_level=6)).decode()
+    display({"image/png": png, "text/plain": caption}, raw=True,
+            metadata={"image/png": {"width": round(fig.get_figwidth() * PX_PER_INCH), "alt": caption}})
+    display({"text/markdown": f"*{caption}*", "text/plain": caption}, raw=True)
 
 
 _KIND_COLORS = {k.name: k.colour for k in KINDS.values() if k.colour}  # the hook kinds a trace shows
@@ -160,10 +161,7 @@ _KIND_COLORS = {k.name: k.colour for k in KINDS.values() if k.colour}  # the hoo
 
 def timeline(fig: Figure, events: Sequence[Any], title: str = "When each hook fires") -> Figure:
     """Draw traced hook events (from :func:`hooklab.trace`): one row per module, time to the right."""
-    modules: list[str] = []
-    for e in events:
-        if e.module not in modules:
-            modules.append(e.module)
+    modules = list(dict.fromkeys(e.module for e in events))
     types = {e.module: e.type for e in events}
     ax = fig.add_subplot()
     for e in events:
@@ -175,10 +173,11 @@ def timeline(fig: Figure, events: Sequence[Any], title: str = "When each hook fi
     if events:
         split = max((e.step for e in events if e.phase == "forward"), default=0) + 0.5
         ax.axvline(split, color="#999", ls="--", lw=1)
-    ax.set_yticks(range(len(modules)), [f"{m} ({types[m]})" for m in modules], fontsize=8)
+    ax.set_yticks(range(len(modules)), [f"{m} ({types[m]})" for m in modules], fontsize=SMALL)
     ax.invert_yaxis()
-    ax.set_xlabel("order in which the hooks ran", fontsize=8)
+    ax.set_xlabel("order in which the hooks ran", fontsize=LABEL)
+    ax.tick_params(labelsize=SMALL)
     ax.grid(axis="y", color="#eee", zorder=0)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=SMALL, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    ax.set_title(title, fontsize=TITLE)
     return fig
