@@ -12,6 +12,7 @@ Two switches prove that no test depends on the order the suite runs in (README, 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import pytest
@@ -21,6 +22,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--reverse", action="store_true", default=False,
                      help="run the test files, and the tests in each, in reverse order (a notebook's cells "
                           "keep theirs): the suite must not depend on its order")
+    parser.addoption("--environments", action="store_true", default=False,
+                     help="also run the checks that build other environments (tests marked environments: Binder's, "
+                          "the oldest torch and ipywidgets, the install cell; `python3 dev.py test --environments`)")
+    parser.addoption("--once", action="store_true", default=False,
+                     help="run each notebook cell once under nbval (by default each is run twice in a row, and both "
+                          "outputs must equal the stored one: tests/run_twice.py)")
     parser.addoption("--zoo-full", action="store_true",
                      help="also run the model-zoo conformance sweep of every module (tests marked zoo_full)")
 
@@ -48,38 +55,73 @@ def reversed_order(items: list[pytest.Item]) -> list[pytest.Item]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every notebook cell checked by nbval depends on the CPU's float kernels: ``dev.py test
-    --other-cpu`` runs them again (``-m kernels``). The run-twice test is not run again there: it
-    asks whether a second run changes what a cell shows (state, stacked hooks), which the kernels
-    do not change, and the first run on the other kernels is nbval's. The model-zoo sweep of every
-    module runs only with ``--zoo-full``."""
+    --other-cpu`` runs them again (``-m kernels``), once each (``--once``): the second run of
+    tests/run_twice.py asks whether a repeat changes what a cell shows (state, stacked hooks), which
+    the kernels do not change. The model-zoo sweep of every
+    module runs only with ``--zoo-full``; the checks that build other environments (marked
+    ``environments``) only with ``--environments``."""
     full = config.getoption("--zoo-full")
     skip_full = pytest.mark.skip(reason="the sweep of every module runs with --zoo-full")
+    environments = config.getoption("--environments")
+    skip_env = pytest.mark.skip(reason="builds another environment: `python3 dev.py test --environments` (.ci/run)")
     for item in items:
+        if not environments and item.get_closest_marker("environments"):
+            item.add_marker(skip_env)
         if _file(item).endswith(".ipynb"):
             item.add_marker(pytest.mark.kernels)
         if not full and item.get_closest_marker("zoo_full"):
             item.add_marker(skip_full)
-    if config.getoption("reverse"):
-        items[:] = reversed_order(items)
+    items[:] = reversed_order(items) if config.getoption("reverse") else heaviest_first(items)
 
 
-class _NotebooksWholeUnderLoad:
-    """``--dist load``: every test on its own, but each notebook's cells together (see the top)."""
+#: Files whose tests are handed out one by one even under the default ``--dist loadfile``: each test is
+#: long (a notebook in a browser, one model of the zoo), and a file of them on one worker would keep it
+#: busy for minutes after the other has finished.
+SPREAD = ("tests/test_browser.py", "tests/test_zoo_explore.py", "tests/test_zoo_recorder.py")
+
+
+def heaviest_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The default order for two workers: each notebook in the browser, then the notebooks under
+    nbval, both the later (longer) notebooks first, then everything else in collection order; a
+    notebook's cells keep their order."""
+    def weight(item: pytest.Item) -> tuple[int, int]:
+        number = re.search(r"(\d\d)_\w+\.ipynb", item.nodeid)
+        later_first = -int(number.group(1)) if number else 0
+        if item.nodeid.startswith("tests/test_browser.py::test_notebook_in_browser["):
+            return 0, later_first
+        return (1, later_first) if _file(item).endswith(".ipynb") else (2, 0)
+    return sorted(items, key=weight)  # stable
+
+
+class _Scheduling:
+    """How pytest-xdist hands tests to the two workers (see the top): a notebook's cells always
+    together; under ``--dist load`` every other test on its own; under ``--dist loadfile`` (the
+    default) a file at a time, except the files in :data:`SPREAD`. Work is handed out in the
+    collection's order (heaviest first, unless ``--reverse``), not reordered by size."""
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        if config.getvalue("dist") != "load":
+        dist = config.getvalue("dist")
+        if dist not in ("load", "loadfile"):
             return None  # pytest-xdist's own scheduler
         from xdist.scheduler import LoadScopeScheduling
 
-        class TestByTestNotebooksWhole(LoadScopeScheduling):
+        config.option.loadscopereorder = False
+
+        class NotebooksWhole(LoadScopeScheduling):
             def _split_scope(self, nodeid: str) -> str:
                 path = nodeid.split("::", 1)[0]
-                return path if path.endswith(".ipynb") else nodeid
+                if path.endswith(".ipynb"):
+                    return path
+                return nodeid if dist == "load" or path in SPREAD else path
 
-        return TestByTestNotebooksWhole(config, log)
+        return NotebooksWhole(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("--once"):
+        from tests.run_twice import RunTwice
+
+        config.pluginmanager.register(RunTwice(), "hooklab-run-twice")
     if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(_NotebooksWholeUnderLoad(), "hooklab-notebooks-whole-under-load")
+        config.pluginmanager.register(_Scheduling(), "hooklab-scheduling")

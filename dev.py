@@ -3,7 +3,12 @@
 
     python3 dev.py lab       open JupyterLab on notebooks/00_start_here.ipynb (127.0.0.1, with a token),
                              with Binder's classroom settings (binder/overrides.json)
-    python3 dev.py test      run every test (unit, notebooks under nbval, re-run, browser)
+    python3 dev.py test      check the project: unit tests, every notebook under nbval, re-run,
+                             hygiene, the browser tests (where Chromium is installed)
+    python3 dev.py test --environments
+                             the checks that build other environments (cached outside the
+                             repository, built once): Binder's, the oldest torch and ipywidgets
+                             pyproject.toml accepts, the install cell in a fresh environment
     python3 dev.py test --other-cpu
                              the checks whose results depend on the CPU (every notebook under
                              nbval and run twice, the trained-model tests) as another CPU runs
@@ -111,7 +116,10 @@ def main(argv: list[str]) -> int:
     if "--other-cpu" in rest:
         rest.remove("--other-cpu")
         say("as another CPU: " + " ".join(f"{k}={v}" for k, v in OTHER_CPU.items()))
-        return run([str(PY), "-m", "pytest", "-m", "kernels", *rest], OTHER_CPU)
+        return run([str(PY), "-m", "pytest", "-m", "kernels", "--once", *rest], OTHER_CPU)
+    if "--environments" in rest:
+        rest.remove("--environments")
+        return run([str(PY), "-m", "pytest", "--environments", "-m", "environments", *rest])
     return run([str(PY), "-m", "pytest", *rest])
 
 

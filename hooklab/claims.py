@@ -103,7 +103,9 @@ _noted: set[str] = set()
 
 def recorded_with(*, torch: str) -> str | None:
     """Every notebook's first cell: ``recorded_with(torch="2.14.1")``, the release of its stored
-    outputs. With another release (not build), once per kernel, one line says a digit may differ.
+    outputs. With another release (not build), once per kernel, one line says a digit may differ;
+    with a release outside the range the installed hooklab declares (the install cell's ``--no-deps``
+    does not enforce it), the line names that range instead.
 
     >>> import torch as _torch
     >>> recorded_with(torch=_torch.__version__) is None
@@ -115,7 +117,26 @@ def recorded_with(*, torch: str) -> str | None:
     if installed.split("+", 1)[0] == torch.split("+", 1)[0] or "torch" in _noted:
         return None
     _noted.add("torch")
-    line = (f"Note: the stored outputs were recorded with torch {torch}; this is torch {installed}, "
-            "so a few printed digits may differ from them.")
+    supported = supported_torch()
+    if supported and not supported.contains(installed, prereleases=True):
+        line = (f"Note: hooklab supports torch{supported}, and this is torch {installed}: some cells may fail "
+                f"(the stored outputs were recorded with torch {torch}).")
+    else:
+        line = (f"Note: the stored outputs were recorded with torch {torch}; this is torch {installed}, "
+                "so a few printed digits may differ from them.")
     print(line)
     return line
+
+
+def supported_torch() -> Any:
+    """The installed hooklab's ``torch`` requirement (a ``packaging`` SpecifierSet), or None when
+    hooklab runs from a folder that was never installed."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    try:
+        required = [Requirement(r) for r in metadata.requires("hooklab") or []]
+    except metadata.PackageNotFoundError:
+        return None
+    return next((r.specifier for r in required if r.name == "torch"), None)

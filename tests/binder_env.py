@@ -16,15 +16,14 @@ base environment is a conda lock file inside the jupyter-repo2docker package
 :func:`environment` rebuilds the base in a fresh venv with pip from ``base-py3.11.txt``, then
 installs binder/requirements.txt on top, with one change: PyTorch's CPU wheel index is left out
 (it cannot be reached from here), so torch and torchvision come from the default index (PyPI or
-this machine's local copy of it). The result is cached in ``.venv-binder/`` (git-ignored) and
-built again only when one of those files changes (about 3 minutes; about 6 GB, because PyPI's torch
-brings CUDA libraries that the CPU wheels on Binder leave out).
+this machine's local copy of it). The result is cached outside the repository (tests/cached_env.py
+says where; ``HOOKLAB_BINDER_ENV`` names another folder) and built again only when one of those
+files or the Python changes (about 5 minutes; about 6 GB, because PyPI's torch brings CUDA libraries
+that the CPU wheels on Binder leave out).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import shutil
@@ -34,12 +33,13 @@ import time
 import venv
 from pathlib import Path
 
+from . import cached_env
+
 ROOT = Path(__file__).resolve().parents[1]
 BINDER = ROOT / "binder"
 HERE = ROOT / "tests" / "binder_base"
 PINS = HERE / "base-py3.11.txt"
 DOCKERFILE = HERE / "Dockerfile"
-ENV_DIR = Path(os.environ.get("HOOKLAB_BINDER_ENV", ROOT / ".venv-binder"))
 
 #: The lock file repo2docker uses for ``python-3.11`` on linux-64 (in the package's directory).
 LOCK = "buildpacks/conda/environment.py-3.11-linux-64.lock"
@@ -171,48 +171,35 @@ def binder_requirements_here(target: Path) -> Path:
 
 
 def _key() -> str:
-    h = hashlib.sha256()
-    for part in (PINS.read_bytes(), (BINDER / "requirements.txt").read_bytes(), sys.version.encode()):
-        h.update(part)
-    return h.hexdigest()
-
-
-def _run(cmd: list[str], log: Path, **kw) -> subprocess.CompletedProcess:
-    start = time.perf_counter()
-    result = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    with log.open("a") as f:
-        f.write(f"$ {' '.join(cmd)}   # {time.perf_counter() - start:.1f} s, exit {result.returncode}\n"
-                f"{result.stdout}{result.stderr}\n")
-    return result
+    return cached_env.digest(PINS.read_text(), (BINDER / "requirements.txt").read_text(), sys.version)
 
 
 def environment() -> Path:
     """Binder's environment without hooklab (postBuild's job), built once per change of the pins."""
-    python = ENV_DIR / "bin" / "python"
-    stamp = ENV_DIR / ".hooklab-binder"
-    if python.exists() and stamp.exists() and json.loads(stamp.read_text()).get("key") == _key():
-        return ENV_DIR
-    if ENV_DIR.exists():
-        shutil.rmtree(ENV_DIR)
-    venv.EnvBuilder(with_pip=True).create(ENV_DIR)
-    log = ENV_DIR / "build.log"
-    base_pip = read_pins()["pip"]
-    steps = {}
-    for name, cmd in [
-        ("pip", [str(python), "-m", "pip", "install", "-q", f"pip=={base_pip}"]),
-        ("base", [str(python), "-m", "pip", "install", "-r", str(PINS)]),
-        ("base check", [str(python), "-m", "pip", "check"]),
-        ("binder/requirements.txt", [str(python), "-m", "pip", "install", "-r",
-                                     str(binder_requirements_here(ENV_DIR / "binder-requirements-here.txt"))]),
-    ]:
-        start = time.perf_counter()
-        result = _run(cmd, log, timeout=1800)
-        steps[name] = round(time.perf_counter() - start, 1)
-        output = result.stdout + result.stderr
-        if result.returncode != 0 or "ERROR:" in output or (name == "base check" and "No broken" not in output):
-            raise RuntimeError(f"building Binder's environment: step {name!r} failed; see {log}:\n{output[-3000:]}")
-    stamp.write_text(json.dumps({"key": _key(), "seconds": steps}))
-    return ENV_DIR
+
+    def build(folder: Path) -> dict:
+        venv.EnvBuilder(with_pip=True).create(folder)
+        python = folder / "bin" / "python"
+        log = folder / "build.log"
+        base_pip = read_pins()["pip"]
+        steps = {}
+        for name, cmd in [
+            ("pip", [str(python), "-m", "pip", "install", "-q", f"pip=={base_pip}"]),
+            ("base", [str(python), "-m", "pip", "install", "--no-cache-dir", "-r", str(PINS)]),
+            ("base check", [str(python), "-m", "pip", "check"]),
+            ("binder/requirements.txt", [str(python), "-m", "pip", "install", "--no-cache-dir", "-r",
+                                         str(binder_requirements_here(folder / "binder-requirements-here.txt"))]),
+        ]:
+            start = time.perf_counter()
+            result = cached_env.run_logged(cmd, log, timeout=1800)
+            steps[name] = round(time.perf_counter() - start, 1)
+            output = result.stdout + result.stderr
+            if result.returncode != 0 or "ERROR:" in output or (name == "base check" and "No broken" not in output):
+                raise RuntimeError(f"building Binder's environment: step {name!r} failed; see {log}:\n{output[-3000:]}")
+        return {"seconds": steps}
+
+    where = Path(os.environ["HOOKLAB_BINDER_ENV"]) if os.environ.get("HOOKLAB_BINDER_ENV") else None
+    return cached_env.environment("binder", _key(), build, where=where)
 
 
 def main(argv: list[str]) -> int:
@@ -228,7 +215,7 @@ def main(argv: list[str]) -> int:
         print(f"wrote {PINS.relative_to(ROOT)} and {DOCKERFILE.relative_to(ROOT)} (repo2docker {version})")
     if "--build" in argv:
         env = environment()
-        print(f"Binder's environment: {env} ({(env / '.hooklab-binder').read_text()})")
+        print(f"Binder's environment: {env} ({(env / cached_env.STAMP).read_text()})")
     if not {"--write", "--build"} & set(argv):
         print(__doc__)
         return 2

@@ -12,7 +12,7 @@ Fast:
 * each notebook's first cell links to itself on Binder (tests/test_launch.py checks every link
   against pyproject's [project.urls]).
 
-Slow (tests/binder_env.py builds the environment once and caches it in .venv-binder/): the base
+Slow (tests/binder_env.py builds the environment once and caches it outside the repository): the base
 rebuilt in a fresh venv with pip, binder/requirements.txt installed on top (torch from the default
 index instead of the unreachable CPU index), then, for every run of the tests, binder/postBuild run
 from a copy of the repository; ``pip check`` must report nothing; JupyterLab and Notebook 7 started
@@ -204,8 +204,9 @@ def binder(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
 
 
 @pytest.mark.slow
+@pytest.mark.environments
 def test_binder_base_plus_requirements_pass_pip_check(binder: SimpleNamespace) -> None:
-    stamp = json.loads((binder.env / ".hooklab-binder").read_text())
+    stamp = json.loads((binder.env / binder_env.cached_env.STAMP).read_text())
     check = subprocess.run([str(binder.python), "-m", "pip", "check"], capture_output=True, text=True, env=_env(binder))
     assert check.returncode == 0 and check.stdout.strip() == "No broken requirements found.", (
         f"pip check in Binder's environment (base + binder/requirements.txt + postBuild):\n{check.stdout}{check.stderr}")
@@ -222,6 +223,7 @@ def test_binder_base_plus_requirements_pass_pip_check(binder: SimpleNamespace) -
 
 
 @pytest.mark.slow
+@pytest.mark.environments
 def test_postbuild_installs_hooklab_and_the_classroom_settings(binder: SimpleNamespace) -> None:
     assert binder.before.returncode != 0, "hooklab was importable before postBuild ran: the check proves nothing"
     result = binder.postbuild
@@ -255,6 +257,7 @@ def _get(lab: Lab, path: str) -> tuple[int, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.environments
 def test_binder_lab_serves_the_notebooks(binder_lab: Lab) -> None:
     status, page = _get(binder_lab, "/lab/tree/notebooks/00_start_here.ipynb")
     assert status == 200 and '"appVersion": "4.6.6"' in page, page[:500]
@@ -273,6 +276,7 @@ def test_binder_lab_serves_the_notebooks(binder_lab: Lab) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.environments
 def test_binder_environment_reproduces_notebook_00(binder: SimpleNamespace) -> None:
     """Notebook 00 run top to bottom by Binder's Jupyter (nbclient, ipykernel) gives its stored outputs."""
     source = ROOT / "notebooks" / "00_start_here.ipynb"
@@ -289,6 +293,7 @@ def test_binder_environment_reproduces_notebook_00(binder: SimpleNamespace) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.environments
 @pytest.mark.browser
 def test_binder_lab_in_a_browser_has_the_classroom_settings(binder_lab: Lab) -> None:
     executable = find_chromium()

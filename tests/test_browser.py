@@ -72,7 +72,7 @@ STATE = {"lab loaded": False}
 
 
 # ---------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser() -> Iterator[tuple[Any, str]]:
     """(a playwright Page, "") or (None, why there is none)."""
     try:
@@ -99,7 +99,7 @@ def browser() -> Iterator[tuple[Any, str]]:
             chromium.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def lab(browser: tuple[Any, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab | None]:
     if browser[0] is None:
         yield None

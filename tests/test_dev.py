@@ -58,9 +58,20 @@ def test_other_cpu_runs_the_kernel_dependent_tests_with_other_kernels(monkeypatc
     monkeypatch.setattr(dev, "run", lambda cmd, extra_env=None: calls.append((cmd, extra_env)) or 0)
     dev.main(["test", "--other-cpu", "-x"])
     cmd, env = calls[0]
-    assert cmd[1:] == ["-m", "pytest", "-m", "kernels", "-x"]
+    assert cmd[1:] == ["-m", "pytest", "-m", "kernels", "--once", "-x"]
     assert env["ATEN_CPU_CAPABILITY"] == "default" and env["ONEDNN_MAX_CPU_ISA"] == "SSE41"
     assert env["OMP_NUM_THREADS"] == "1" and env["HOOKLAB_OTHER_CPU"] == "1"
+
+
+def test_environments_runs_only_the_checks_that_build_environments(captured):
+    dev.main(["test", "--environments", "-x"])
+    assert captured[0][1:] == ["-m", "pytest", "--environments", "-m", "environments", "-x"]
+
+
+def test_ci_runs_the_environment_checks():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^python3 dev\.py test\s*$", ci, re.M)
+    assert re.search(r"^python3 dev\.py test --environments\s*$", ci, re.M)
 
 
 def test_ci_runs_both_kernel_sets():

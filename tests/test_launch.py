@@ -55,7 +55,7 @@ LAUNCH_URL = re.compile(
 
 def texts() -> dict[str, str]:
     """Every text a learner or a contributor reads a link in."""
-    found = {p.name: p.read_text() for p in (ROOT / "README.md", ROOT / "TEACHING.md") if p.exists()}
+    found = {p.name: p.read_text() for p in (ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "TEACHING.md") if p.exists()}
     for path in NOTEBOOKS:
         found[path.name] = "\n".join(c.source for c in read(path).cells)
     return found
@@ -215,6 +215,51 @@ def test_recorded_with_says_so_once_with_another_torch(monkeypatch: pytest.Monke
     assert capsys.readouterr().out == line + "\n"
 
 
+def test_hooklab_declares_the_torch_range_pyproject_declares() -> None:
+    """recorded_with reads the range from the installed hooklab's metadata: it must be pyproject's."""
+    from importlib import metadata
+
+    declared = [d.replace(" ", "") for d in header.project()["dependencies"] if re.match(r"torch\b", d)]
+    installed = [r.replace(" ", "") for r in metadata.requires("hooklab") or [] if re.match(r"torch\b", r)]
+    assert declared and installed == declared, (installed, declared)
+
+
+@pytest.mark.parametrize("version", ["2.4.1+cu121", "1.13.1", "2.0.0"])
+def test_recorded_with_names_the_supported_range_outside_it(version: str, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture) -> None:
+    """A torch older than pyproject's floor (the notebooks' install cell installs hooklab without its
+    requirements, so a hosted service's old torch stays): the one line says what is supported."""
+    import torch
+
+    from .oldest_torch import TORCH
+
+    floor = re.search(r"torch>=([\d.]+)", "".join(header.project()["dependencies"])).group(1)
+    assert TORCH.startswith(f"{floor}."), f"tests/oldest_torch.py tests torch {TORCH}; pyproject's floor is {floor}"
+    monkeypatch.setattr(claims, "_noted", set())
+    monkeypatch.setattr(torch, "__version__", version)
+    line = hooklab.recorded_with(torch="2.14.1")
+    assert line == (f"Note: hooklab supports torch>={floor}, and this is torch {version}: some cells may fail "
+                    "(the stored outputs were recorded with torch 2.14.1).")
+    assert hooklab.recorded_with(torch="2.14.1") is None
+    assert capsys.readouterr().out == line + "\n"
+
+
+def test_recorded_with_inside_the_range_says_only_that_digits_may_differ(monkeypatch: pytest.MonkeyPatch,
+                                                                        capsys: pytest.CaptureFixture) -> None:
+    """The oldest supported release itself, and a newer one than recorded, are inside the range."""
+    import torch
+
+    from .oldest_torch import TORCH
+
+    for version in (TORCH, f"{TORCH}+cu124", "2.15.0"):
+        monkeypatch.setattr(claims, "_noted", set())
+        monkeypatch.setattr(torch, "__version__", version)
+        assert hooklab.recorded_with(torch="2.14.1") == (
+            f"Note: the stored outputs were recorded with torch 2.14.1; this is torch {version}, "
+            "so a few printed digits may differ from them.")
+    capsys.readouterr()
+
+
 # ---------------------------------------------------------------------- the install cell, for real
 def _links_to_installed(target: Path) -> Path:
     """A folder of links to this environment's packages without hooklab and without .pth files:
@@ -230,6 +275,7 @@ def _links_to_installed(target: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.environments
 def test_install_cell_installs_hooklab_alone_where_it_is_missing(tmp_path: Path) -> None:
     """The install cell, run by IPython in a fresh environment that has torch and the rest but no
     hooklab, installs hooklab from a clone of this repository at the release tag (a local copy
@@ -317,6 +363,7 @@ def _old_env(folder: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.environments
 def test_panel_tests_pass_with_the_oldest_ipywidgets(oldest_ipywidgets: Path) -> None:
     env = _old_env(oldest_ipywidgets)
     version = subprocess.run([sys.executable, "-c", "import ipywidgets; print(ipywidgets.__version__)"],
@@ -362,6 +409,7 @@ def test_a_displayed_panel_shows_its_view() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.environments
 def test_a_displayed_panel_shows_its_view_with_the_oldest_ipywidgets(oldest_ipywidgets: Path) -> None:
     """The same with ipywidgets 7.7.1 (Colab), which displays a widget through ``_ipython_display_``
     and has no ``_repr_mimebundle_``: Panel defines the one and builds the other's bundle itself."""
@@ -374,6 +422,7 @@ OLDEST_IPYWIDGETS_NOTEBOOKS = [p for p in NOTEBOOKS if p.name[:2] <= "05"]
 
 
 @pytest.mark.slow
+@pytest.mark.environments
 @pytest.mark.parametrize("path", OLDEST_IPYWIDGETS_NOTEBOOKS, ids=[p.name for p in OLDEST_IPYWIDGETS_NOTEBOOKS])
 def test_notebook_with_the_oldest_ipywidgets(path: Path, oldest_ipywidgets: Path) -> None:
     """Notebooks 00-05, run with ipywidgets 7.7.1, print what they stored (their labs driven from
