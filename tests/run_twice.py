@@ -20,7 +20,8 @@ import pytest
 
 from .nbtools import RERUN, has_marker
 
-MESSAGE = "run twice in a row, the cell's second output differs from the stored one (a hook stacked up, or state leaked)"
+MESSAGE = (
+    "run twice in a row, the cell's second output differs from the stored one (a hook stacked up, or state leaked)")
 
 
 def is_notebook_cell(item: pytest.Item) -> bool:
