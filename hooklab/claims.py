@@ -1,7 +1,7 @@
 """Claims and per-run figures: print what holds on any CPU (``claim``), mark what may not (``≈``).
 
-A trained model's digits depend on the machine (other float kernels add up in another order, and
-training amplifies it), yet a stored output must match a fresh run anywhere. So a notebook prints a
+A trained model's digits depend on the machine (other float kernels add up in another order, and training
+amplifies it), yet a stored output must match a fresh run anywhere. So a notebook prints a
 **claim** that holds everywhere, or the exact **per-run figure** marked ``≈``, which the tests mask
 with :data:`MASK` (as ``tests/nbval_sanitize.cfg`` does) and which is never the only evidence.
 
@@ -18,7 +18,11 @@ from __future__ import annotations
 
 import math
 import re
+from importlib import metadata
 from typing import Any
+
+import torch as _torch
+from packaging.requirements import Requirement
 
 __all__ = ["PER_RUN", "MASK", "MASKED", "PerRun", "approx", "per_run", "show", "claim", "is_per_run", "recorded_with"]
 
@@ -64,9 +68,9 @@ class PerRun(float):
 
 
 def per_run(value: float, digits: int = 4, *, scale: float | None = None) -> float:
-    """A :class:`PerRun` rounded to ``digits`` significant digits (with ``scale``: to the place of
-    ``scale``'s ``digits``-th digit, so a mean of -2.8e-09 beside a spread of 1 shows 0). Zero is
-    ``0.0``, never ``-0.0``; NaN and inf come back as they are.
+    """A :class:`PerRun` rounded to ``digits`` significant digits (with ``scale``: to the place of ``scale``'s
+    ``digits``-th digit, so a mean of -2.8e-09 beside a spread of 1 shows 0). Zero is ``0.0``, never ``-0.0``;
+    NaN and inf come back as they are.
 
     >>> per_run(0.0028471), per_run(-2.8e-09, scale=1.003), per_run(float("nan"))
     (≈0.002847, ≈0, nan)
@@ -102,41 +106,23 @@ _noted: set[str] = set()
 
 
 def recorded_with(*, torch: str) -> str | None:
-    """Every notebook's first cell: ``recorded_with(torch="2.14.1")``, the release of its stored
-    outputs. With another release (not build), once per kernel, one line says a digit may differ;
-    with a release outside the range the installed hooklab declares (the install cell's ``--no-deps``
-    does not enforce it), the line names that range instead.
+    """Every notebook's first cell: ``recorded_with(torch="2.14.1")``, the release of its stored outputs. With
+    another release (not build), once per kernel, one line says a digit may differ, and names hooklab's range if
+    the release is outside it.
 
-    >>> import torch as _torch
     >>> recorded_with(torch=_torch.__version__) is None
     True
     """
-    import torch as _torch
-
     installed = _torch.__version__
     if installed.split("+", 1)[0] == torch.split("+", 1)[0] or "torch" in _noted:
         return None
     _noted.add("torch")
-    supported = supported_torch()
-    if supported and not supported.contains(installed, prereleases=True):
-        line = (f"Note: hooklab supports torch{supported}, and this is torch {installed}: some cells may fail "
-                f"(the stored outputs were recorded with torch {torch}).")
-    else:
-        line = (f"Note: the stored outputs were recorded with torch {torch}; this is torch {installed}, "
-                "so a few printed digits may differ from them.")
+    dist = next(iter(metadata.distributions(name="hooklab")), None)  # None: run from a folder, not installed
+    requires = map(Requirement, dist.requires or []) if dist else []  # the install cell's --no-deps ignores them
+    supported = next((r.specifier for r in requires if r.name == "torch"), None)
+    line = (f"Note: the stored outputs were recorded with torch {torch}; this is torch {installed}, so a few printed "
+            "digits may differ from them.")
+    if supported is not None and not supported.contains(installed, prereleases=True):
+        line += f" hooklab supports torch{supported}: some cells may fail."
     print(line)
     return line
-
-
-def supported_torch() -> Any:
-    """The installed hooklab's ``torch`` requirement (a ``packaging`` SpecifierSet), or None when
-    hooklab runs from a folder that was never installed."""
-    from importlib import metadata
-
-    from packaging.requirements import Requirement
-
-    try:
-        required = [Requirement(r) for r in metadata.requires("hooklab") or []]
-    except metadata.PackageNotFoundError:
-        return None
-    return next((r.specifier for r in required if r.name == "torch"), None)

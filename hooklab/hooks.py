@@ -69,6 +69,28 @@ class Registration:
         return f"<{self.kind} hook {self.fn_name} on {self.label}{count}, key {self.key!r}>"
 
 
+class HookOwner:
+    """What every tool that registers hooks shares (``Recorder``, ``GradCAM``): its hooks in
+    ``self.hooks``; ``remove()``, or the end of its ``with`` block, takes them off."""
+
+    hooks: Hooks
+
+    @property
+    def active(self) -> bool:
+        """Whether its hooks are still registered."""
+        return len(self.hooks) > 0
+
+    def remove(self) -> None:
+        """Remove the hooks (what they recorded stays readable)."""
+        self.hooks.remove()
+
+    def __enter__(self: Any) -> Any:  # also Hooks's
+        return self
+
+    def __exit__(self: Any, *exc: object) -> None:
+        self.remove()
+
+
 class Hooks:
     """Registers hooks and owns their handles (see the module's docstring)."""
 
@@ -166,11 +188,7 @@ class Hooks:
     def __iter__(self) -> Iterator[str]:
         return iter(list(self._entries))
 
-    def __enter__(self) -> "Hooks":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
+    __enter__, __exit__ = HookOwner.__enter__, HookOwner.__exit__  # ``with``: removed at the end, even on an error
 
     def __repr__(self) -> str:
         title = f"Hooks({self.name!r})" if self.name else "Hooks()"
@@ -178,28 +196,6 @@ class Hooks:
         lines += [f"  {k!r}: {r.kind} hook {r.fn_name} on {r.label}" + (f" x{len(r.handles)}" if len(r.handles) > 1 else "")
                   for k, r in self._entries.items()]
         return "\n".join(lines)
-
-
-class HookOwner:
-    """What every tool that registers hooks shares (``Recorder``, ``GradCAM``): its hooks in
-    ``self.hooks``; ``remove()``, or the end of its ``with`` block, takes them off."""
-
-    hooks: Hooks
-
-    @property
-    def active(self) -> bool:
-        """Whether its hooks are still registered."""
-        return len(self.hooks) > 0
-
-    def remove(self) -> None:
-        """Remove the hooks (what they recorded stays readable)."""
-        self.hooks.remove()
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
 
 
 def _register(target: Any, method: str, fn: Hook, options: dict[str, Any]) -> RemovableHandle:

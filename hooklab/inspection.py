@@ -1,7 +1,7 @@
-"""What hooks are registered right now, the leak detector: on a model's modules, on its parameters
-and buffers, and the global module hooks. It cannot see a hook on a tensor the model does not hold
-(an activation, a loss: it lives and dies with that tensor), nor one on an autograd node
-(``grad_fn.register_hook``), which PyTorch keeps in C++.
+"""What hooks are registered right now, the leak detector: on a model's modules, on its parameters and
+buffers, and the global module hooks. It cannot see a hook on a tensor the model does not hold (an activation,
+a loss: it lives and dies with that tensor), nor one on an autograd node (``grad_fn.register_hook``), which
+PyTorch keeps in C++.
 
 The one module of hooklab that reads PyTorch's private attributes: the hook dicts of ``nn.Module``,
 ``torch.Tensor`` and ``torch.nn.modules.module`` (named in :data:`hooklab.kinds.KINDS`),

@@ -102,8 +102,8 @@ def _describe(fn: Callable) -> str:
 
 
 def check_hook_signature(fn: Callable, kind: str, with_kwargs: bool = False) -> None:
-    """A ``TypeError`` that says what to write, unless ``fn`` takes what PyTorch passes a hook of
-    this kind (a bound method counts without ``self``; ``*args`` takes any number).
+    """A ``TypeError`` that says what to write, unless ``fn`` takes what PyTorch passes a hook of this kind (a
+    bound method counts without ``self``; ``*args`` takes any number).
 
     >>> check_hook_signature(lambda module, output: None, "forward")
     Traceback (most recent call last):

@@ -1,11 +1,10 @@
 """Walk what a module returns: the tensors inside tuples, lists, dicts, namedtuples and dataclasses.
 
-A module's output is often not one tensor: ``nn.LSTM`` returns ``(output, (h, c))``, a detection
-backbone an ``OrderedDict``, a Hugging Face model a ``ModelOutput`` (a dataclass that is also a
-dict). This is the one place in hooklab that walks such a value; each tensor is named by its *path*
-(``output[1][0]``, ``output['out']``, ``output.logits``). Anything else (torchvision's ``ImageList``,
-a class of your own) is a leaf it cannot see into: :func:`unreachable` lists them, so a caller can
-say what it could not reach.
+A module's output is often not one tensor: ``nn.LSTM`` returns ``(output, (h, c))``, a detection backbone an
+``OrderedDict``, a Hugging Face model a ``ModelOutput`` (a dataclass that is also a dict). This is the one
+place in hooklab that walks such a value; each tensor is named by its *path* (``output[1][0]``,
+``output['out']``, ``output.logits``). Anything else (torchvision's ``ImageList``, a class of your own) is a
+leaf it cannot see into: :func:`unreachable` lists them, so a caller can say what it could not reach.
 
 >>> import torch
 >>> out = (torch.zeros(5, 1, 3), (torch.zeros(1, 1, 3), {"c": torch.arange(2), "n": None}))

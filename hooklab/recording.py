@@ -46,11 +46,10 @@ def detach(value: Any, *, clone: bool = True, to_cpu: bool = False) -> Any:
 def watch_calls(hooks: Hooks, module: nn.Module, on_call: Callable[[tuple, Any, list[str]], Any],
                 on_grad: Callable[[Any, str, torch.Tensor | None], None] | None = None, *,
                 key: str | None = None) -> Registration:
-    """A forward hook on ``module``: each call, ``on_call(args, output, paths)`` returns a token, and
-    with ``on_grad``, a **tensor hook** registered from it on each tensor of the output that requires
-    grad (``paths``) calls ``on_grad(token, path, grad)`` when backward reaches it (``grad`` is ``None``
-    when another output of the same operation got one). Unlike a full backward hook, it works next
-    to in-place operations."""
+    """A forward hook on ``module``: each call, ``on_call(args, output, paths)`` returns a token, and with
+    ``on_grad``, a **tensor hook** registered from it on each tensor of the output that requires grad
+    (``paths``) calls ``on_grad(token, path, grad)`` when backward reaches it (``grad`` is ``None`` when another
+    output of the same operation got one). Unlike a full backward hook, it works next to in-place operations."""
     def forward_hook(module: nn.Module, args: tuple, output: Any) -> None:
         hooked = [(p, t) for p, t in tensors_in(output) if t.requires_grad] if on_grad is not None else []
         token = on_call(args, output, [p for p, _ in hooked])

@@ -17,9 +17,9 @@ def _width(cell: str) -> int:
 
 
 class Table:
-    """Rows under a header. ``str()`` gives aligned plain text (what nbval compares);
-    in a notebook it renders as an HTML table. A per-run figure (``≈96.1%``) counts as
-    :data:`PER_RUN_WIDTH` characters wide, so the alignment holds on every machine.
+    """Rows under a header. ``str()`` gives aligned plain text (what nbval compares); in a notebook it renders
+    as an HTML table. A per-run figure (``≈96.1%``) counts as :data:`PER_RUN_WIDTH` characters wide, so the
+    alignment holds on every machine.
 
     >>> print(Table(["run", "accuracy"], [["a", "≈96.1%"], ["b", "25.0%"]]))
     run  accuracy

@@ -1,11 +1,10 @@
 """How many PyTorch CPU threads hooklab's work uses, on the process's main thread and off it.
 
-JupyterLab 4.4+ hands widget messages to a kernel *subshell* when the kernel offers them
-(ipykernel 7 does): a live panel's callback then runs in a thread of its own that lives as long as
-the kernel. PyTorch work on more than one thread from such a second thread makes every later
-parallel PyTorch call of the whole process, the main thread's too, about twice as slow (this
-machine's OpenMP, libgomp; ``python3 dev.py bench`` measures it). So off the main thread, hooklab
-keeps the thread at one PyTorch thread, for good.
+JupyterLab 4.4+ hands widget messages to a kernel *subshell* when the kernel offers them (ipykernel 7 does): a
+live panel's callback then runs in a thread of its own that lives as long as the kernel. PyTorch work on more
+than one thread from such a second thread makes every later parallel PyTorch call of the whole process, the
+main thread's too, about twice as slow (this machine's OpenMP, libgomp; ``python3 dev.py bench`` measures it).
+So off the main thread, hooklab keeps the thread at one PyTorch thread, for good.
 """
 
 from __future__ import annotations

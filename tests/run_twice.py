@@ -14,13 +14,15 @@ kernels change the float sums, not whether a second run stacks a hook).
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
 from .nbtools import RERUN, has_marker
 
-MESSAGE = "run twice in a row, the cell's second output differs from the stored one (a hook stacked up, or state leaked)"
+MESSAGE = (
+    "run twice in a row, the cell's second output differs from the stored one (a hook stacked up, or state leaked)")
 
 
 def is_notebook_cell(item: pytest.Item) -> bool:
@@ -28,10 +30,13 @@ def is_notebook_cell(item: pytest.Item) -> bool:
     return hasattr(item, "cell") and isinstance(getattr(item, "options", None), dict)
 
 
-def run_again(item: Any) -> None:
-    """The second run of an nbval cell item, compared unless the cell is exempt."""
+def run_again(item: Any, stored: list) -> None:
+    """The second run of an nbval cell item, compared unless the cell is exempt, against ``stored``:
+    the cell's outputs as they were before the first run (nbval's comparison merges the stored
+    stream outputs in place, so comparing twice against what it left would double them)."""
     if item.options["skip"]:
         return
+    item.cell.outputs = stored
     check = item.options["check"]
     if has_marker(item.cell, RERUN):
         item.options["check"] = False
@@ -50,7 +55,8 @@ class RunTwice:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        stored = copy.deepcopy(item.cell.outputs) if is_notebook_cell(item) else None
         result = yield  # the first run: nbval's own check (an error here propagates, no second run)
-        if is_notebook_cell(item):
-            run_again(item)
+        if stored is not None:
+            run_again(item, stored)
         return result

@@ -149,7 +149,7 @@ def test_base_pins_come_from_the_named_repo2docker_lock() -> None:
         "tests/binder_base/base-py3.11.txt differs from the lock of the installed repo2docker: "
         "run `python -m tests.binder_env --write`")
     for name, version in {"jupyterlab": "4.4.9", "notebook": "7.4.7", "ipywidgets": "8.1.7", "ipykernel": "7.0.1"}.items():
-        assert derived[name] == version, f"the base's {name} is {derived.get(name)}; README and TEACHING quote {version}"
+        assert derived[name] == version, f"the base's {name} is {derived.get(name)}; CONTRIBUTING.md and TEACHING quote {version}"
 
 
 def test_repo2docker_generates_the_committed_build_steps(tmp_path: Path) -> None:

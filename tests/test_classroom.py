@@ -140,7 +140,8 @@ def test_teaching_md_carries_every_notebooks_outcomes_and_prerequisites() -> Non
     notebook's "After this notebook you can" list and "You need" line as the notebook states them."""
     guide = " ".join((ROOT / "TEACHING.md").read_text().split("## Outcomes and prerequisites, notebook by notebook")[-1].split())
     for path in notebooks():
-        first = read(path).cells[0].source
+        # the notebook's links are relative to notebooks/, TEACHING.md's to the repository
+        first = re.sub(r"\]\((\d\d_\w+\.ipynb)\)", r"](notebooks/\1)", read(path).cells[0].source)
         outcomes = re.search(r"\*\*After this notebook you can\*\*\n(.*?)\n\n", first, re.S)
         need = re.search(r"\*\*You need\*\*(.*?)(?:\*\*Time|\n\n|\Z)", first, re.S)
         assert outcomes and need, f"{path.name}: no outcomes or no 'You need' in its first cell"

@@ -252,3 +252,37 @@ def test_clip_grad_mistakes():
     def two_args(param, extra):
         pass
     assert "post accumulate grad hook is called as hook(param)" in mistakes(ex.clip_grad, two_args)
+
+
+@pytest.mark.parametrize("bins, hist_max", [(40, 4.0), (13, 3.3), (300, 2.5), (10, 0.5)])
+def test_histogram_counts_what_histc_counts(bins, hist_max):
+    gen = torch.Generator().manual_seed(0)
+    edges = torch.arange(-20, 20 * bins + 20).float() * hist_max / bins  # every bin edge, and past both ends
+    values = torch.cat([torch.randn(5000, generator=gen) * hist_max, edges, edges / 7, edges * 1e-40,
+                        torch.tensor([float("nan"), float("inf"), -float("inf"), -1e-9, 0.0, -0.0, hist_max])])
+    for x in (values, torch.relu(values)):
+        assert torch.equal(diag.histogram(x, bins, hist_max), torch.histc(x.clamp(max=hist_max), bins, 0.0, hist_max))
+
+
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
+def test_activation_stats_equal_the_plain_formulas(layout):
+    """The hook's cheaper statistics are the plain ones (the same floats in the usual layout; the
+    mean and std summed in another order in the channels-last one), NaN and negatives included."""
+    gen = torch.Generator().manual_seed(1)
+    out = torch.randn(8, 6, 5, 5, generator=gen)
+    out[:, 1] = 0.0                 # dead
+    out[:, 2] = -out[:, 2].abs()    # dead, negative
+    out[:, 5] = torch.relu(out[:, 5]) * 9  # partly above hist_max
+    with_nan = out.clone()
+    with_nan[3, 4, 2, 2] = float("nan")  # not dead, not in the histogram
+    layer = torch.nn.Identity()
+    with diag.ActivationStats(layer, "", name="t-formulas") as stats:
+        layer(out.contiguous(memory_format=layout))
+        layer(with_nan.contiguous(memory_format=layout))
+    s = stats[""]
+    same = (lambda v: v) if layout == torch.contiguous_format else (lambda v: pytest.approx(v, rel=1e-6))
+    assert s.mean[0] == same(out.mean().item()) and s.std[0] == same(out.std().item())
+    assert math.isnan(s.mean[1]) and math.isnan(s.std[1])
+    assert s.zeros == [(out <= 0).float().mean().item(), (with_nan <= 0).float().mean().item()]
+    assert s.dead == [diag.dead_share(out), diag.dead_share(with_nan)] == [pytest.approx(2 / 6)] * 2
+    assert s.hist == [torch.histc(x.clamp(max=4.0), 40, 0.0, 4.0).tolist() for x in (out, with_nan)]

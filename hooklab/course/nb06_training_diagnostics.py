@@ -62,6 +62,46 @@ def dead_share(output: torch.Tensor) -> float:
     return (output.detach().amax(dim=dims) <= 0).float().mean().item()
 
 
+def _flat(a: torch.Tensor) -> torch.Tensor:
+    """``a``'s values as one dimension, in memory order (no copy for the usual and the
+    channels-last layouts): for statistics where the order does not matter."""
+    if a.is_contiguous():
+        return a.view(-1)
+    if a.dim() == 4 and a.is_contiguous(memory_format=torch.channels_last):
+        return a.permute(0, 2, 3, 1).reshape(-1)
+    return a.reshape(-1)
+
+
+def _dead(a: torch.Tensor) -> torch.Tensor:
+    """:func:`dead_share` as a 0-dim tensor. On a channels-last tensor, a unit is dead when the
+    sum of its values clamped at 0 is 0 (the same test as its maximum ``<= 0``, NaN included):
+    a sum over the rows of the ``[N*H*W, C]`` view is much faster than ``amax`` on that layout."""
+    if a.dim() == 4 and not a.is_contiguous() and a.is_contiguous(memory_format=torch.channels_last):
+        dead = a.permute(0, 2, 3, 1).reshape(-1, a.shape[1]).clamp(min=0).sum(dim=0) == 0
+    else:
+        dead = a.amax(dim=[d for d in range(a.dim()) if d != 1]) <= 0
+    return dead.float().mean()
+
+
+def histogram(values: torch.Tensor, bins: int = 40, hist_max: float = 4.0) -> torch.Tensor:
+    """The counts of ``torch.histc(values.clamp(max=hist_max), bins, 0, hist_max)``, the same
+    integers (as float32), several times faster on a CPU: each value's bin is computed as
+    ``histc`` computes it, then counted with ``torch.bincount``. Values below 0 and NaN are left
+    out, values above ``hist_max`` land in the last bin.
+
+    >>> histogram(torch.tensor([0.0, 0.05, 0.1, 3.99, 4.0, 9.0, -0.01, float("nan")]), bins=40)[[0, 1, 39]]
+    tensor([2., 1., 3.])
+    """
+    values = values.reshape(-1)
+    if math.frexp(hist_max)[0] == 0.5:  # a power of two: x * bins / hist_max, rounded once, is the same
+        pos = values.mul(bins / hist_max)
+    else:  # as histc: (x - min) * bins / (max - min)
+        pos = values.mul(bins).div_(hist_max)
+    # NaN and negatives (-inf too) go to the slot -1, below bin 0, which is dropped
+    pos = pos.nan_to_num_(nan=-1.0, neginf=-1.0).floor_().clamp_(-1, bins - 1).add_(1)
+    return torch.bincount(pos.to(torch.int32), minlength=bins + 1)[1:].float()
+
+
 @dataclass
 class LayerStats:
     """One layer's statistics, one entry per recorded step (``hist`` holds one list of counts per step)."""
@@ -130,11 +170,14 @@ class ActivationStats(HookOwner):
             if training_only and not module.training:
                 return
             a = output.detach().float()
-            stats.mean.append(a.mean().item())
-            stats.std.append(a.std().item())
-            stats.zeros.append((a <= 0).float().mean().item())
-            stats.dead.append(dead_share(a))
-            stats.hist.append(torch.histc(a.clamp(max=hist_max), bins, 0.0, hist_max).tolist())
+            values = _flat(a)
+            zeros = (values <= 0).view(torch.uint8).sum(dtype=torch.int32).float() / values.numel()  # = mean()
+            mean, std, zeros, dead = torch.stack([values.mean(), values.std(), zeros, _dead(a)]).tolist()
+            stats.mean.append(mean)
+            stats.std.append(std)
+            stats.zeros.append(zeros)
+            stats.dead.append(dead)
+            stats.hist.append(histogram(values, bins, hist_max).tolist())
 
         return record_stats
 

@@ -193,6 +193,7 @@ class Panel:
                     fig = figure(self._figsize)
                     drawn = self._plot(self, fig)
                     self.image.value = drawn if isinstance(drawn, bytes) else to_png(fig)  # before the view
+                    fig.hooklab_shown = True  # type: ignore[attr-defined]  # the panel's: unused when drawn is bytes
                 self.rows, self.error = rows, None
                 self._show(body)
             except Exception as exc:
