@@ -23,6 +23,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "keep theirs): the suite must not depend on its order")
     parser.addoption("--zoo-full", action="store_true",
                      help="also run the model-zoo conformance sweep of every module (tests marked zoo_full)")
+    parser.addoption("--site", action="store_true",
+                     help="run the static site's tests (marked site) on the _site/ that `python3 dev.py site` built")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -51,14 +53,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     --other-cpu`` runs them again (``-m kernels``). The run-twice test is not run again there: it
     asks whether a second run changes what a cell shows (state, stacked hooks), which the kernels
     do not change, and the first run on the other kernels is nbval's. The model-zoo sweep of every
-    module runs only with ``--zoo-full``."""
-    full = config.getoption("--zoo-full")
+    module runs only with ``--zoo-full``; the static site's tests only with ``--site`` (they read the
+    site ``python3 dev.py site`` built: a contributor's ``dev.py test`` neither builds nor checks it)."""
+    full, site = config.getoption("--zoo-full"), config.getoption("--site")
     skip_full = pytest.mark.skip(reason="the sweep of every module runs with --zoo-full")
+    skip_site = pytest.mark.skip(reason="the site's tests run with --site, after `python3 dev.py site`")
     for item in items:
         if _file(item).endswith(".ipynb"):
             item.add_marker(pytest.mark.kernels)
         if not full and item.get_closest_marker("zoo_full"):
             item.add_marker(skip_full)
+        if not site and item.get_closest_marker("site"):
+            item.add_marker(skip_site)
     if config.getoption("reverse"):
         items[:] = reversed_order(items)
 
