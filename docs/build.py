@@ -2,7 +2,7 @@
 
     python3 dev.py site            build _site/ from the stored notebooks (nothing is executed)
 
-Sphinx reads a staged copy of the sources in build/site-src/, made here from the files that the
+Sphinx reads a staged copy of the sources in build/site/src/, made here from the files that the
 repository keeps elsewhere, so that each fact has one home:
 
 * every ``notebooks/*.ipynb``, in file-name order (a new notebook becomes a page by itself), with
@@ -15,8 +15,9 @@ repository keeps elsewhere, so that each fact has one home:
   not pages turned into links to the repository at the release tag;
 * docs/*.md: the landing page and the API reference.
 
-The HTML goes to _site/ (git-ignored); Sphinx's cache to build/site-doctrees/. Extra arguments go to
-sphinx-build (``-v``, ``-E``...).
+Sphinx writes to build/site/ (its HTML, its cache, and myst-nb's pictures beside them), and the HTML
+is then copied to _site/ (git-ignored), what is published. Extra arguments go to sphinx-build
+(``-v``, ``-E``...).
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ sys.path.insert(0, str(ROOT))
 from tests import notebook_header as header  # noqa: E402  (the one place launch links come from)
 
 DOCS = ROOT / "docs"
-STAGE = ROOT / "build" / "site-src"
-DOCTREES = ROOT / "build" / "site-doctrees"
+WORK = ROOT / "build" / "site"  # myst-nb puts its files beside Sphinx's output folder: all in here
+STAGE, DOCTREES, HTML = WORK / "src", WORK / "doctrees", WORK / "html"
 OUT = ROOT / "_site"
 
 #: What a panel's stored HTML snapshot says (hooklab/lab/panel.py, Panel._repr_mimebundle_): how a
@@ -120,11 +121,13 @@ def main(argv: list[str]) -> int:
     stage()
     # -W: a warning (a broken cross-reference, a missing image, a docstring Sphinx cannot read) fails the build
     code = build_main(["-b", "html", "-c", str(DOCS), "-d", str(DOCTREES), "-W", "--keep-going", "-q",
-                       *argv, str(STAGE), str(OUT)])
+                       *argv, str(STAGE), str(HTML)])
     if code == 0:
         # the download button offers each notebook as the repository stores it, not the staged copy
         for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-            shutil.copy2(path, OUT / "_sources" / "notebooks" / path.name)
+            shutil.copy2(path, HTML / "_sources" / "notebooks" / path.name)
+        shutil.rmtree(OUT, ignore_errors=True)
+        shutil.copytree(HTML, OUT, ignore=shutil.ignore_patterns(".buildinfo", ".doctrees"))
         print(f"[site] built {OUT.relative_to(ROOT)}/ in {time.time() - start:.0f} s: open {OUT / 'index.html'}")
     return code
 

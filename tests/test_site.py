@@ -120,8 +120,7 @@ class Visit:
             route.abort()
 
     def open(self, page: str) -> Any:
-        self.page.goto(self.site + page)
-        self.page.wait_for_load_state("networkidle")
+        self.page.goto(self.site + page, wait_until="load")  # every image and script loaded (or failed)
         return self.page
 
     def close(self) -> None:
@@ -310,7 +309,8 @@ def test_the_dark_mode_is_dark(visit: Any) -> None:
 
 def test_the_landing_page_holds_the_readme_and_links_every_notebook(opened: Any, site: str) -> None:
     readme = (ROOT / "README.md").read_text()
-    intro = readme.split("\n## ")[0].strip().splitlines()[-1]  # the last line of the introduction
+    intro = next(paragraph for paragraph in readme.split("\n## ")[0].split("\n\n")[1:]
+                 if not paragraph.startswith("[!["))  # the first paragraph after the title and badges
     p = opened("index.html").page
     assert words(intro.replace("`", "")) in words(p.locator("article").inner_text())
     table = p.eval_on_selector_all("article table a[href]", "els => els.map(e => e.href)")
