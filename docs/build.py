@@ -53,8 +53,8 @@ SERVICES = (("binder", "Binder"), ("colab", "Colab"), ("kaggle", "Kaggle"), ("st
 def launch_buttons(notebook: str) -> str:
     """The launch buttons of a notebook page: plain links, no images from the services' sites."""
     links = header.links(notebook)
-    buttons = "".join(f'<a class="hooklab-launch-button" data-service="{key}" href="{html.escape(getattr(links, key))}">'
-                      f"{label}</a>" for key, label in SERVICES)
+    buttons = "".join(f'<a class="hooklab-launch-button" data-service="{key}" '
+                      f'href="{html.escape(getattr(links, key))}">{label}</a>' for key, label in SERVICES)
     return f'<div class="hooklab-launch"><span>Run this notebook on</span>{buttons}</div>'
 
 

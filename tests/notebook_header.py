@@ -109,7 +109,8 @@ def links(notebook: str, *, repo: str | None = None, ref: str | None = None) -> 
 
 
 def site_url() -> str:
-    """Where GitHub Pages publishes the course's site (.github/workflows/pages.yml): ``https://OWNER.github.io/NAME/``."""
+    """Where GitHub Pages publishes the course's site (.github/workflows/pages.yml):
+    ``https://OWNER.github.io/NAME/``."""
     owner, name = slug().split("/")
     return f"https://{owner.lower()}.github.io/{name}/"
 

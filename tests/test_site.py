@@ -278,7 +278,8 @@ def test_worked_solutions_are_collapsed_as_in_the_notebook(path: Path, opened: A
 
 def test_search_finds_notebook_03(visit: Any, site: str) -> None:
     p = visit().open("search.html?q=register_full_backward_hook")
-    p.wait_for_selector("#search-results ul.search li", timeout=20_000)
+    finished = "() => /Search finished|did not match/.test(document.querySelector('#search-results')?.innerText || '')"
+    p.wait_for_function(finished, timeout=30_000)
     found = p.eval_on_selector_all("#search-results ul.search li a", "els => els.map(e => e.href)")
     assert f"{site}notebooks/03_module_hooks.html" in [urldefrag(h)[0] for h in found], found
 
@@ -295,7 +296,8 @@ def test_a_phone_sized_window_needs_no_sideways_scrolling(page: str, visit: Any)
 
 
 #: The colour of an element's text and the background it shows on (the first ancestor that has one).
-COLOURS = """e => { let b = e; while (b && getComputedStyle(b).backgroundColor === 'rgba(0, 0, 0, 0)') b = b.parentElement;
+COLOURS = """e => { let b = e;
+                   while (b && getComputedStyle(b).backgroundColor === 'rgba(0, 0, 0, 0)') b = b.parentElement;
                    return [getComputedStyle(e).color, getComputedStyle(b || document.body).backgroundColor]; }"""
 
 
