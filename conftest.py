@@ -30,6 +30,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "outputs must equal the stored one: tests/run_twice.py)")
     parser.addoption("--zoo-full", action="store_true",
                      help="also run the model-zoo conformance sweep of every module (tests marked zoo_full)")
+    parser.addoption("--site", action="store_true",
+                     help="run the static site's tests (marked site) on the _site/ that `python3 dev.py site` built")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -57,12 +59,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Every notebook cell checked by nbval depends on the CPU's float kernels: ``dev.py test
     --other-cpu`` runs them again (``-m kernels``), once each (``--once``): the second run of
     tests/run_twice.py asks whether a repeat changes what a cell shows (state, stacked hooks), which
-    the kernels do not change. The model-zoo sweep of every
-    module runs only with ``--zoo-full``; the checks that build other environments (marked
-    ``environments``) only with ``--environments``."""
+    the kernels do not change. The model-zoo sweep of every module runs only with ``--zoo-full``; the
+    checks that build other environments (marked ``environments``) only with ``--environments``; the
+    static site's tests only with ``--site`` (they read the site ``python3 dev.py site`` built: a
+    contributor's ``dev.py test`` neither builds nor checks it)."""
     full = config.getoption("--zoo-full")
     skip_full = pytest.mark.skip(reason="the sweep of every module runs with --zoo-full")
-    environments = config.getoption("--environments")
+    environments, site = config.getoption("--environments"), config.getoption("--site")
+    skip_site = pytest.mark.skip(reason="the site's tests run with --site, after `python3 dev.py site`")
     skip_env = pytest.mark.skip(reason="builds another environment: `python3 dev.py test --environments` (.ci/run)")
     for item in items:
         if not environments and item.get_closest_marker("environments"):
@@ -71,14 +75,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.kernels)
         if not full and item.get_closest_marker("zoo_full"):
             item.add_marker(skip_full)
+        if not site and item.get_closest_marker("site"):
+            item.add_marker(skip_site)
     items[:] = reversed_order(items) if config.getoption("reverse") else heaviest_first(items)
 
 
 #: Files whose tests are handed out one by one even under the default ``--dist loadfile``: each test is
-#: long (a notebook in a browser or under the oldest torch, one model of the zoo), and a file of them
+#: long (a notebook in a browser or under the oldest torch, one model of the zoo, a page of the site), and a file of them
 #: on one worker would keep it busy for minutes after the other has finished.
 SPREAD = (
     "tests/test_browser.py", "tests/test_zoo_explore.py", "tests/test_zoo_recorder.py", "tests/test_oldest_torch.py",
+    "tests/test_site.py",
 )
 
 

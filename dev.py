@@ -17,6 +17,8 @@
                              (add notebook paths to execute only those)
     python3 dev.py bench     measure what hooks and notebooks cost; writes benchmarks/RESULTS.md
                              (--quick: a short run, written to benchmarks/out/)
+    python3 dev.py site      build the course's website from the stored notebooks into _site/
+                             (installs requirements-site.txt into .venv the first time; docs/build.py)
 
 Each command first creates .venv (or reuses it) and installs requirements.txt into it when that
 file changed since the last install. Extra arguments go to the tool: `python3 dev.py test -k hooks`.
@@ -37,6 +39,8 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".hooklab-installed"
+SITE_REQUIREMENTS = ROOT / "requirements-site.txt"
+SITE_STAMP = VENV / ".hooklab-site-installed"
 
 
 #: Another CPU on this machine: PyTorch picks other convolution and matrix kernels (SSE4.1 instead
@@ -78,6 +82,17 @@ def setup() -> None:
     say(f"installed in {time.time() - start:.0f} s")
 
 
+def setup_site() -> None:
+    """Install requirements-site.txt into .venv (again only when it changed): the site's generator."""
+    digest = hashlib.sha256(SITE_REQUIREMENTS.read_bytes()).hexdigest()
+    if SITE_STAMP.exists() and SITE_STAMP.read_text() == digest:
+        return
+    say("installing requirements-site.txt (Sphinx, myst-nb, the book theme)")
+    subprocess.run([str(PY), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                    "-r", str(SITE_REQUIREMENTS)], cwd=ROOT, check=True)
+    SITE_STAMP.write_text(digest)
+
+
 def classroom_settings(app_dir: Path | None = None) -> Path:
     """JupyterLab's defaults for this project's lab, as on Binder: binder/overrides.json in the
     settings/ folder of .venv's JupyterLab application directory (the user's own settings win)."""
@@ -96,7 +111,7 @@ def run(cmd: list[str], extra_env: dict[str, str] | None = None) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"lab", "test", "execute", "bench", "setup"}:
+    if not argv or argv[0] not in {"lab", "test", "execute", "bench", "site", "setup"}:
         print(__doc__)
         return 2
     command, rest = argv[0], argv[1:]
@@ -113,6 +128,9 @@ def main(argv: list[str]) -> int:
         return run([str(PY), "-m", "tests.execute", *rest])
     if command == "bench":
         return run([str(PY), "-m", "benchmarks", *rest])
+    if command == "site":
+        setup_site()
+        return run([str(PY), "docs/build.py", *rest])
     if "--other-cpu" in rest:
         rest.remove("--other-cpu")
         say("as another CPU: " + " ".join(f"{k}={v}" for k, v in OTHER_CPU.items()))

@@ -108,6 +108,13 @@ def links(notebook: str, *, repo: str | None = None, ref: str | None = None) -> 
     )
 
 
+def site_url() -> str:
+    """Where GitHub Pages publishes the course's site (.github/workflows/pages.yml):
+    ``https://OWNER.github.io/NAME/``."""
+    owner, name = slug().split("/")
+    return f"https://{owner.lower()}.github.io/{name}/"
+
+
 def launch_line(notebook: str) -> str:
     """The badges of the title cell, on one line."""
     url = links(notebook)

@@ -79,6 +79,44 @@ def test_ci_runs_both_kernel_sets():
     assert re.search(r"^python3 dev\.py test --other-cpu\s*$", ci, re.M)
 
 
+def test_site_installs_its_requirements_once_then_builds(monkeypatch, tmp_path):
+    """`dev.py site` installs requirements-site.txt into .venv the first time and when it changes,
+    never otherwise, then runs docs/build.py with the extra arguments."""
+    installs, runs = [], []
+    monkeypatch.setattr(dev, "setup", lambda: None)
+    monkeypatch.setattr(dev, "SITE_STAMP", tmp_path / "stamp")
+    monkeypatch.setattr(dev, "SITE_REQUIREMENTS", tmp_path / "requirements-site.txt")
+    monkeypatch.setattr(dev.subprocess, "run", lambda cmd, **kw: installs.append(cmd))
+    monkeypatch.setattr(dev, "run", lambda cmd: runs.append(cmd) or 0)
+    dev.SITE_REQUIREMENTS.write_text("Sphinx==9.0.4\n")
+    assert dev.main(["site", "-E"]) == 0 and dev.main(["site"]) == 0
+    assert len(installs) == 1 and installs[0][-2:] == ["-r", str(dev.SITE_REQUIREMENTS)]
+    assert runs == [[str(dev.PY), "docs/build.py", "-E"], [str(dev.PY), "docs/build.py"]]
+    dev.SITE_REQUIREMENTS.write_text("Sphinx==9.0.5\n")
+    dev.main(["site"])
+    assert len(installs) == 2, "a changed requirements-site.txt was not installed"
+
+
+def test_site_requirements_are_pinned():
+    reqs = [r for r in (ROOT / "requirements-site.txt").read_text().splitlines() if r and not r.startswith("#")]
+    assert reqs and all("==" in r for r in reqs), reqs
+
+
+def test_ci_builds_the_site_then_runs_its_test():
+    ci = (ROOT / ".ci" / "run").read_text()
+    build = re.search(r"^python3 dev\.py site\s*$", ci, re.M)
+    test = re.search(r"^python3 dev\.py test --site -m site tests/test_site\.py\s*$", ci, re.M)
+    assert build and test and build.start() < test.start()
+
+
+def test_the_site_test_is_skipped_without_site(tmp_path):
+    """A contributor's `dev.py test` neither builds nor checks the site."""
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "-n", "0", "-q", "-rs",
+                             "tests/test_site.py"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and " passed" not in result.stdout, result.stdout[-2000:]
+    assert re.search(r"\d+ skipped", result.stdout) and "run with --site" in result.stdout, result.stdout[-2000:]
+
+
 def test_ci_sets_ci_whatever_it_inherits():
     """An inherited CI=false would turn a browser test that cannot run into a skip."""
     ci = (ROOT / ".ci" / "run").read_text()

@@ -87,6 +87,14 @@ def test_readme_links_are_the_generated_ones() -> None:
         assert url in readme, f"README should link notebook 00 on every hosted service: {url}"
 
 
+def test_readme_links_the_site_where_github_pages_publishes_it() -> None:
+    """The site's URL is derived from pyproject's repository, as every launch link is."""
+    assert f"<{header.site_url()}>" in (ROOT / "README.md").read_text(), f"README should link {header.site_url()}"
+    for name, text in texts().items():
+        for url in re.findall(r"https://[\w.-]+\.github\.io/[^\s)\"'>]*", text):
+            assert url.startswith(header.site_url()), f"{name}: {url} is not the site of {header.repository_url()}"
+
+
 @pytest.mark.parametrize("url, slug", [
     ("https://github.com/hooklab/hooklab.git", "hooklab/hooklab"),
     ("https://github.com/hooklab/hooklab", "hooklab/hooklab"),
