@@ -81,8 +81,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 #: Files whose tests are handed out one by one even under the default ``--dist loadfile``: each test is
-#: long (a notebook in a browser or under the oldest torch, one model of the zoo, a page of the site), and a file of them
-#: on one worker would keep it busy for minutes after the other has finished.
+#: long (a notebook in a browser or under the oldest torch, one model of the zoo, a page of the site),
+#: and a file of them on one worker would keep it busy for minutes after the other has finished.
 SPREAD = (
     "tests/test_browser.py", "tests/test_zoo_explore.py", "tests/test_zoo_recorder.py", "tests/test_oldest_torch.py",
     "tests/test_site.py",
