@@ -117,8 +117,10 @@ def per_sample_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     for name, m in _linears(model).items():
         handles += [m.register_forward_hook(save), m.register_full_backward_hook(compute(name))]
     try:
-        loss = F.cross_entropy(model(x), y, reduction=reduction)
-        torch.autograd.backward(loss, inputs=[p for p in model.parameters() if p.requires_grad])
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=FIRST_LAYER_WARNING)
+            loss = F.cross_entropy(model(x), y, reduction=reduction)
+            torch.autograd.backward(loss, inputs=[p for p in model.parameters() if p.requires_grad])
     finally:
         for handle in handles:
             handle.remove()
