@@ -10,7 +10,7 @@ exercises (their checkers and worked solutions).
 >>> import hooklab.course.nb11_per_sample_gradients as nb11
 >>> data = nb11.make_data()
 >>> data.x.shape, data.y.shape, data.flipped.tolist()
-(torch.Size([96, 8]), torch.Size([96]), [3, 14, 22, 40, 51, 64, 78, 89])
+(torch.Size([96, 8]), torch.Size([96]), [9, 18, 29, 46, 53, 71, 81, 87])
 >>> model = nb11.make_model()
 >>> grads = nb11.per_sample_grads(model, data.x, data.y)
 >>> {name: list(g.shape) for name, g in grads.items()}
