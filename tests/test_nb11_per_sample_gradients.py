@@ -178,7 +178,8 @@ def test_clip_mistakes_are_named():
 
 def _conv_ignores_stride(conv, a, g):
     patches = F.unfold(a, conv.kernel_size, dilation=conv.dilation, padding=conv.padding)
-    return torch.einsum("nop,nkp->nok", g.flatten(2), patches[..., :g[0, 0].numel()]).reshape(len(a), *conv.weight.shape)
+    weight = torch.einsum("nop,nkp->nok", g.flatten(2), patches[..., :g[0, 0].numel()])
+    return weight.reshape(len(a), *conv.weight.shape)
 
 
 def test_conv_mistakes_are_named():
