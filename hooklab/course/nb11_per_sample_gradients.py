@@ -100,7 +100,8 @@ def per_sample_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     parameters, from a forward hook (its input, on a stack) and a full backward hook (``grad_output``);
     a layer called more than once adds up its calls. ``reduction``: how the batch loss is reduced
     before ``backward()`` (``"mean"`` carries ``1/n``, which is taken out again)."""
-    n, grads, handles = len(x), {}, []
+    n, handles = len(x), []
+    grads: dict[str, torch.Tensor] = {}
     scale = n if reduction == "mean" else 1
 
     def save(module, args, output):
