@@ -430,4 +430,34 @@ EXPECTATIONS: dict[str, dict[str, Any]] = {
                   "the map at this cell (if patched)": FIRST, "hooks on the model": "0"}),
         ],
     },
+    # ------------------------------------------------------------------ 11: per-sample gradients, clipped
+    "11_per_sample_gradients.ipynb": {
+        # norms come out of float arithmetic (≈); the yes/no rows carry the claims, and the first view must come
+        # back exactly when the hooks go
+        "controls": ["per-sample hooks", "loss", "C", "σ"],
+        "steps": [
+            Step("start: no hooks, no per-sample gradients",
+                 {"per-sample hooks": False, "loss": "mean", "C": 1.0, "σ": 0.0},
+                 {"per-sample gradients": "none: tick the hooks", "hooks on the model": "0"}),
+            Step("tick the hooks: a forward and a full backward hook on each nn.Linear",
+                 {"per-sample hooks": True},
+                 {"per-sample gradients": "96 examples, loss mean", "every clipped norm ≤ C": "True",
+                  "8 largest = the 8 planted": "True", "hooks on the model": "4"}),
+            Step("loss summed instead of averaged",
+                 {"loss": "sum"},
+                 {"per-sample gradients": "96 examples, loss sum", "8 largest = the 8 planted": "True",
+                  "hooks on the model": "4"}),
+            Step("averaged, without × n: the norms are 1/96 of the true ones, nothing is clipped",
+                 {"loss": "mean, no × n"},
+                 {"per-sample gradients": "96 examples, loss mean, no × n", "largest norm": CHANGED,
+                  "clipped": About("≈0 of 96", within=0), "8 largest = the 8 planted": "True"}),
+            Step("back to mean; C = 10 and noise σ = 1",
+                 {"loss": "mean", "C": 10.0, "σ": 1.0},
+                 {"per-sample gradients": "96 examples, loss mean", "the noisy gradient's norm": CHANGED,
+                  "every clipped norm ≤ C": "True", "hooks on the model": "4"}),
+            Step("everything off: the first view again",
+                 {"per-sample hooks": False, "C": 1.0, "σ": 0.0},
+                 {"per-sample gradients": FIRST, "hooks on the model": "0"}),
+        ],
+    },
 }

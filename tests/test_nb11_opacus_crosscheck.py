@@ -1,0 +1,95 @@
+"""Notebook 11's per-sample gradients against Opacus (a test-only dependency, pinned in
+requirements.txt): ``opacus.GradSampleModule`` fills ``p.grad_sample`` from its own forward and
+backward hooks; on the same model and batch it must equal what the notebook's hooks compute.
+
+* the notebook's model and data (``nb11.per_sample_grads``, loss averaged over the batch, and summed);
+* a layer called twice in one forward (both add up their calls);
+* ``nn.Conv2d``: exercise 3's worked solution (``F.unfold``) against Opacus's conv sampler.
+
+Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import hooklab
+import hooklab.course.nb11_per_sample_gradients as nb11
+from hooklab.course.data import seeded
+
+try:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # opacus warns about its optional dependencies on import
+        from opacus import GradSampleModule
+except ImportError:  # a test-only dependency: under CI it must be there
+    if os.environ.get("CI"):
+        raise
+    pytest.skip("opacus is missing: pip install -r requirements.txt", allow_module_level=True)
+
+#: the first layer's full backward hook warns that its input (the data) needs no gradient; it still fires
+pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
+
+
+def opacus_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor, reduction: str) -> dict[str, torch.Tensor]:
+    """``p.grad_sample`` for every parameter, from GradSampleModule around a copy of ``model``."""
+    wrapped = GradSampleModule(copy.deepcopy(model), loss_reduction=reduction)
+    F.cross_entropy(wrapped(x), y, reduction=reduction).backward()
+    grads = {name.removeprefix("_module."): p.grad_sample for name, p in wrapped.named_parameters()}
+    wrapped.remove_hooks()
+    return grads
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_the_notebooks_model_and_batch(reduction):
+    data = nb11.make_data()
+    model = nb11.train(nb11.make_model(), data)
+    ours = nb11.per_sample_grads(model, data.x, data.y, reduction=reduction)
+    theirs = opacus_grads(model, data.x, data.y, reduction)
+    assert list(ours) == list(theirs) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    for name in ours:
+        torch.testing.assert_close(ours[name], theirs[name])
+    assert hooklab.count_hooks(model) == 0
+
+
+class Twice(nn.Module):
+    """One ``nn.Linear`` called twice in a forward pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shared, self.head = nn.Linear(6, 6), nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.shared(torch.tanh(self.shared(x))))
+
+
+def test_a_layer_called_twice():
+    model = seeded(3, Twice)
+    x, y = torch.randn(10, 6), torch.randint(0, 3, (10,))
+    ours, theirs = nb11.per_sample_grads(model, x, y), opacus_grads(model, x, y, "mean")
+    assert set(ours) == set(theirs)
+    for name in ours:
+        torch.testing.assert_close(ours[name], theirs[name])
+
+
+def test_conv2d_by_unfold_equals_opacus():
+    torch.manual_seed(0)
+    conv = nn.Conv2d(2, 3, kernel_size=3, padding=1, stride=2)
+    model = nn.Sequential(conv, nn.Flatten(), nn.Linear(3 * 4 * 3, 2))
+    x, y = torch.randn(5, 2, 7, 6), torch.randint(0, 2, (5,))
+    saved = {}
+    handles = [conv.register_forward_hook(lambda m, args, out: saved.update(a=args[0].detach())),
+               conv.register_full_backward_hook(lambda m, gi, go: saved.update(g=go[0]))]
+    F.cross_entropy(model(x), y, reduction="sum").backward()
+    for handle in handles:
+        handle.remove()
+    ours = nb11.per_sample_conv2d(conv, saved["a"], saved["g"])
+    theirs = opacus_grads(model, x, y, "sum")
+    torch.testing.assert_close(ours, theirs["0.weight"])
+    torch.testing.assert_close(saved["g"].sum(dim=(2, 3)), theirs["0.bias"])
