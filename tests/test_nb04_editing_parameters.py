@@ -10,8 +10,8 @@ from torch import nn
 from torch.nn.utils import prune
 from hooklab.course.nb04_editing_parameters import LiveWeights, stale_parameters, toy_regression, train
 from hooklab.plots import figure, to_png
-from hooklab.course.nb04_editing_parameters import (fold_exercise, fold_pruned, logger_exercise,
-                                                  make_weight_logger, max_norm, max_norm_exercise)
+from hooklab.course._solutions.nb04_editing_parameters import fold_pruned, make_weight_logger, max_norm
+from hooklab.course.nb04_editing_parameters import fold_exercise, logger_exercise, max_norm_exercise
 from .checking import failed_checks, failures
 from .nbtools import ROOT, read
 

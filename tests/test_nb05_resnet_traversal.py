@@ -13,8 +13,8 @@ import hooklab.course.data
 import hooklab.claims
 from hooklab.course import nb05_resnet_traversal as lab
 from torch import nn
-from hooklab.course.nb05_resnet_traversal import (count_calls, count_exercise, grad_exercise, make_grad_saver,
-                                                make_saver, saver_exercise)
+from hooklab.course._solutions.nb05_resnet_traversal import count_calls, make_grad_saver, make_saver
+from hooklab.course.nb05_resnet_traversal import count_exercise, grad_exercise, saver_exercise
 from .checking import failed_checks, failures, hooks_made
 
 

@@ -1,7 +1,7 @@
 """Exercises of notebook 02 (tensor hooks): a clamping gradient hook, and logging gradients by name.
 
->>> from hooklab.course.nb02_tensor_hooks import clamp_exercise, clamp_hook
->>> print(clamp_exercise.check(clamp_hook))
+>>> from hooklab.course.nb02_tensor_hooks import clamp_exercise
+>>> print(clamp_exercise.check(clamp_exercise.worked()))  # the worked solution
 Clamp the gradient: all 5 checks passed
   ✓ has the right signature
   ✓ returns a new gradient
@@ -18,23 +18,15 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from ..lab.exercises import Exercise, Mistake, expect_close, grad_of
+from ..lab.exercises import Exercise, Mistake
+from .checks import expect_close, grad_of
 from ..lab.plots import LiveCanvas, figure, fixed_layout, round_limit
 from .data import tiny_mlp
 
-__all__ = ["clamp_exercise", "log_exercise", "clamp_hook", "log_grad_norms"]
+__all__ = ["clamp_exercise", "log_exercise"]
 
 
 # ---------------------------------------------------------------- exercise 1: clamp the gradient
-def clamp_hook(grad: torch.Tensor) -> torch.Tensor:
-    """A tensor hook: the gradient with every element clamped to [-1, 1].
-
-    >>> clamp_hook(torch.tensor([-3.0, 0.5, 2.0])).tolist()
-    [-1.0, 0.5, 1.0]
-    """
-    return grad.clamp(-1.0, 1.0)  # a new tensor; `grad` itself stays as it was
-
-
 _GRAD = (-3.0, -0.5, 0.25, 2.0)
 _CLAMPED = (-1.0, -0.5, 0.25, 1.0)
 
@@ -94,29 +86,11 @@ clamp_exercise = Exercise(
      ("clamps every element to [-1, 1]", _clamps),
      ("works in a real backward pass", _in_backward)],
     hook_kind="tensor",
-    solution=clamp_hook,
+    solution="hooklab.course._solutions.nb02_tensor_hooks:clamp_hook",
 )
 
 
 # ---------------------------------------------------------------- exercise 2: log gradient norms by name
-def log_grad_norms(model: nn.Module, log: dict[str, float]) -> list:
-    """On every parameter of ``model``, a hook that stores its gradient's norm in ``log[name]``.
-
-    Returns the handles, so that the caller can remove the hooks again.
-
-    >>> model, log = nn.Linear(2, 1), {}
-    >>> handles = log_grad_norms(model, log)
-    >>> model(torch.ones(2)).sum().backward(); sorted(log)
-    ['bias', 'weight']
-    """
-    handles = []
-    for name, param in model.named_parameters():
-        def hook(grad, name=name):  # name=name binds this loop's name (late binding, notebook 01)
-            log[name] = grad.norm().item()  # only look: returning None keeps the gradient
-        handles.append(param.register_hook(hook))
-    return handles
-
-
 def _model() -> nn.Sequential:
     return tiny_mlp((3, 4, 2), seed=3)  # the same weights every time; the notebook's generator is left alone
 
@@ -214,7 +188,7 @@ log_exercise = Exercise(
      ("logs each parameter under its own name, with its gradient's norm", _logs_by_name),
      ("leaves the gradients unchanged", _grads_unchanged),
      ("removing the handles stops the logging", _remove_stops)],
-    solution=log_grad_norms,
+    solution="hooklab.course._solutions.nb02_tensor_hooks:log_grad_norms",
 )
 
 

@@ -15,7 +15,7 @@ Exercises of notebook 03 (module hooks), with their checkers and worked solution
 * :data:`capture` — a class whose bound method captures a layer's outputs without their graph.
 
 >>> import hooklab.course.nb03_module_hooks as ex
->>> ex.dropout_after_relus.check(ex.solution_add_dropout_after_relus).passed
+>>> ex.dropout_after_relus.check(ex.dropout_after_relus.worked()).passed  # the worked solution
 True
 """
 
@@ -31,7 +31,8 @@ from torch import nn
 
 from ..inspection import hook_dicts
 from ..kinds import check_hook_signature
-from ..lab.exercises import Exercise, Mistake, expect_close, grad_of
+from ..lab.exercises import Exercise, Mistake
+from .checks import expect_close, grad_of
 from .data import seeded, tiny_mlp
 
 
@@ -170,18 +171,6 @@ P_DROP = 0.25
 
 
 # ====================================================================== exercise 1
-def solution_add_dropout_after_relus(module):
-    """For ``model.apply``: on every ReLU, a forward hook that applies dropout (p=0.25) while training."""
-
-    def dropout(module, args, output):
-        # Return the new tensor: assigning it to `output` would change nothing.
-        # training=module.training: drop only while training, never after model.eval().
-        return F.dropout(output, p=0.25, training=module.training)
-
-    if isinstance(module, nn.ReLU):  # model.apply visits EVERY module, the model itself too
-        module.register_forward_hook(dropout)
-
-
 def _relu_case() -> tuple[nn.Sequential, torch.Tensor]:
     """A seeded CNN (two ReLUs) and a batch of images."""
     return small_cnn(seed=3), seeded(4, lambda: torch.randn(8, 1, 8, 8))
@@ -302,18 +291,11 @@ dropout_after_relus = Exercise(
         ("lets the gradient flow", _check_keeps_gradient),
         ("does nothing after model.eval() (respects module.training)", _check_respects_training),
     ],
-    solution=solution_add_dropout_after_relus,
+    solution="hooklab.course._solutions.nb03_module_hooks:add_dropout_after_relus",
 )
 
 
 # ====================================================================== exercise 2
-def solution_halve_input_grad(module, grad_input, grad_output):
-    """A full backward hook: the gradient that flows on to the module's input, halved."""
-    # grad_input holds one gradient per positional argument of the call (here just x); it may contain None.
-    # Return a NEW tuple of the same length; do not change grad_input in place.
-    return tuple(None if g is None else g * 0.5 for g in grad_input)
-
-
 def _linear_case() -> tuple[nn.Linear, torch.Tensor]:
     return seeded(4, lambda: (nn.Linear(3, 2), torch.randn(2, 3, requires_grad=True)))
 
@@ -390,24 +372,11 @@ halve_input_grad = Exercise(
         ("leaves the weight's gradient alone", _check_weight_grad_untouched),
     ],
     hook_kind="backward",
-    solution=solution_halve_input_grad,
+    solution="hooklab.course._solutions.nb03_module_hooks:halve_input_grad",
 )
 
 
 # ====================================================================== exercise 3
-class SolutionCapture:
-    """Captures a layer's outputs with a bound method as the hook."""
-
-    def __init__(self):
-        self.outputs = []
-
-    def hook(self, module, args, output):           # a bound method: `self` is already filled in
-        self.outputs.append(output.detach())        # the values, without the autograd graph
-
-    def clear(self):
-        self.outputs.clear()                        # call between runs, or the list keeps growing
-
-
 def _make_capture(cls: Any) -> Any:
     capture_obj = cls() if isinstance(cls, type) else cls
     for attr in ("hook", "clear", "outputs"):
@@ -483,5 +452,5 @@ capture = Exercise(
         ("stores it detached (no graph kept alive)", _check_detached),
         ("clear() empties the store between runs", _check_clear),
     ],
-    solution=SolutionCapture,
+    solution="hooklab.course._solutions.nb03_module_hooks:Capture",
 )

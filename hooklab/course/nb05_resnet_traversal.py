@@ -23,11 +23,11 @@ Exercises of notebook 05 (traversing a ResNet): save outputs by name, count call
 
 Each ``Exercise`` runs the learner's function on small models built here (a conv -> BatchNorm ->
 in-place ReLU stem; residual blocks that are not ``nn.Sequential`` and call one ReLU twice) and
-names the typical mistakes. The worked solutions are the functions ``make_saver``,
-``count_calls`` and ``make_grad_saver``.
+names the typical mistakes. The worked solutions are in ``hooklab.course._solutions``, imported only
+when one is shown.
 
->>> from hooklab.course.nb05_resnet_traversal import saver_exercise, make_saver
->>> print(saver_exercise.check(make_saver))
+>>> from hooklab.course.nb05_resnet_traversal import saver_exercise
+>>> print(saver_exercise.check(saver_exercise.worked()))  # the worked solution
 Save outputs by name: all 5 checks passed
   ✓ returns a forward hook
   ✓ stores one entry per module, under its name
@@ -44,7 +44,8 @@ import torch
 from torch import nn
 
 from ..table import Table
-from ..lab.exercises import Exercise, Mistake, grad_of, made_hook
+from ..lab.exercises import Exercise, Mistake
+from .checks import grad_of, made_hook
 from ..hooks import Hooks
 from ..inspection import count_hooks
 from ..claims import approx
@@ -139,13 +140,6 @@ def _names(model: nn.Module) -> dict[nn.Module, str]:
 
 
 # ---------------------------------------------------------------- exercise 1: save outputs by name
-def make_saver(name: str, store: dict) -> Callable:
-    """Return a forward hook that keeps a detached copy of the module's latest output in store[name]."""
-    def hook(module, args, output):
-        store[name] = output.detach().clone()  # detach: no graph; clone: in-place ops can't change it
-    return hook
-
-
 def _run_saver(fn: Callable, runs: int = 2) -> tuple[dict, list[dict[str, torch.Tensor]], nn.Module]:
     """Register ``fn(name, store)`` on every module of the stem; run it ``runs`` times; return the
     store and what the true outputs were in each run (recorded with hooklab's own recorder)."""
@@ -228,27 +222,11 @@ saver_exercise = Exercise(
         ("stores tensors without their graph", _no_graph),
         ("stores a copy that later in-place operations cannot change", _a_copy),
     ],
-    solution=make_saver,
+    solution="hooklab.course._solutions.nb05_resnet_traversal:make_saver",
 )
 
 
 # ---------------------------------------------------------------- exercise 2: count the calls
-def count_calls(model: nn.Module, x: torch.Tensor) -> dict[str, int]:
-    """How many times each module of `model` runs during `model(x)`, by name."""
-    names = {module: name for name, module in model.named_modules()}  # built once
-    counts: dict[str, int] = {}
-
-    def count(module, args, output):
-        counts[names[module]] = counts.get(names[module], 0) + 1
-
-    with Hooks() as hooks:  # removes every hook on exit, also if model(x) raises
-        for name, module in model.named_modules():
-            if name:  # skip the model itself
-                hooks.forward(module, count, key=name)
-        model(x)
-    return counts
-
-
 def _expected_counts(model: nn.Module) -> dict[str, int]:
     counts = {n: 1 for n, _ in model.named_modules() if n}
     for n, m in model.named_modules():
@@ -330,23 +308,11 @@ count_exercise = Exercise(
         ("leaves no hook behind", _hooks_removed),
         ("gives the same counts when called again", _same_twice),
     ],
-    solution=count_calls,
+    solution="hooklab.course._solutions.nb05_resnet_traversal:count_calls",
 )
 
 
 # ---------------------------------------------------------------- exercise 3: save gradients by name
-def make_grad_saver(name: str, grads: dict) -> Callable:
-    """Return a forward hook that, through a tensor hook on the output, keeps the gradient
-    with respect to the module's output in grads[name]."""
-    def hook(module, args, output):
-        if output.requires_grad:  # under torch.no_grad() there is no gradient to wait for
-            def save(grad):
-                grads[name] = grad.detach().clone()  # return nothing: the gradient flows on unchanged
-            output.register_hook(save)
-        # return nothing: the output stays as it is
-    return hook
-
-
 def _run_grads(fn: Callable) -> tuple[dict, dict[str, torch.Tensor], dict[str, torch.Tensor], nn.Module]:
     """Register ``fn(name, grads)`` on every module of the stem, run forward + backward; return
     the learner's grads, the true gradients, the true parameter gradients, and the model."""
@@ -445,5 +411,5 @@ grad_exercise = Exercise(
         ("leaves the gradients themselves unchanged", _grad_unchanged),
         ("works under torch.no_grad()", _grad_no_grad),
     ],
-    solution=make_grad_saver,
+    solution="hooklab.course._solutions.nb05_resnet_traversal:make_grad_saver",
 )

@@ -39,7 +39,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..lab.exercises import Exercise, Mistake, made_hook
+from ..lab.exercises import Exercise, Mistake
+from .checks import made_hook
 from ..hooks import Hooks
 from ..table import Table
 from ..claims import approx
@@ -50,8 +51,7 @@ from .data import seeded
 
 __all__ = ["DIGITS", "MARKER", "QUERY", "VOCAB", "LENGTH", "TOKENS", "text", "make_batch", "Pairs", "make_pairs",
            "TinyTransformer", "Trained", "train", "logit_diff", "accuracy", "share", "table", "draw_map", "draw_lab",
-           "make_head_patch", "head_patch_exercise", "make_steering_hook", "steering_exercise", "run_with_hooks",
-           "run_with_hooks_exercise", "trained_copy"]
+           "head_patch_exercise", "steering_exercise", "run_with_hooks_exercise", "trained_copy"]
 
 #: The digits are tokens 0-9; then the marker and the query.
 DIGITS, MARKER, QUERY = 10, 10, 11
@@ -329,16 +329,6 @@ def draw_lab(fig: Any, values: torch.Tensor, rows: Sequence[str], tokens: torch.
 
 
 # ---------------------------------------------------------------------- exercise 1: patch one head
-def make_head_patch(clean_heads, head, head_dim):
-    """A forward pre-hook for `attn.out_proj` that puts one head's output from the clean run in place."""
-    def patch_head(module, args):
-        heads_out = args[0].clone()                    # [batch, position, heads * head_dim]; a copy
-        columns = slice(head * head_dim, (head + 1) * head_dim)
-        heads_out[..., columns] = clean_heads[..., columns]
-        return (heads_out,)                            # a pre-hook returns the new positional arguments
-    return patch_head
-
-
 def _heads_input(seed: int) -> torch.Tensor:
     # 3 heads of 4 columns; 9 positions, so that indexing the positions with the head's columns shows
     return torch.randn(2, 9, 3 * 4, generator=torch.Generator().manual_seed(seed))
@@ -454,7 +444,7 @@ head_patch_exercise = Exercise(
      ("takes exactly one head's columns from the clean run", _check_head_columns),
      ("leaves the cached clean run as it was", _check_head_clean_kept),
      ("leaves the tensor it received as it was", _check_head_input_kept)],
-    solution=make_head_patch,
+    solution="hooklab.course._solutions.nb10_transformer_interpretability:make_head_patch",
 )
 
 
@@ -490,15 +480,6 @@ def _run_forward_hook(hook: Callable, layer: nn.Module, x: torch.Tensor) -> _Run
         hooks.forward(layer, learner)
         result = layer(x)
     return _Run(returned[0], seen[0][0], seen[0][1], result)
-
-
-def make_steering_hook(vector, strength, position):
-    """A forward hook that adds `strength * vector` to the output at `position`, in every example."""
-    def steer(module, args, output):
-        steered = output.clone()
-        steered[:, position] = steered[:, position] + strength * vector  # [width] broadcasts over the batch
-        return steered
-    return steer
 
 
 def _steer_case(make: Callable, strength: float, position: int = 2) -> tuple[_Run, torch.Tensor, torch.Tensor]:
@@ -575,23 +556,11 @@ steering_exercise = Exercise(
      ("steers only that position, in every example", _check_steer_only_there),
      ("strength 0 changes nothing", _check_steer_zero),
      ("leaves the output and the vector as they were", _check_steer_kept)],
-    solution=make_steering_hook,
+    solution="hooklab.course._solutions.nb10_transformer_interpretability:make_steering_hook",
 )
 
 
 # ---------------------------------------------------------------------- exercise 3: run with hooks
-def run_with_hooks(model, tokens, fwd_hooks):
-    """Run `model(tokens)` with forward hooks on named modules; remove every hook afterwards."""
-    handles = []
-    try:
-        for name, hook in fwd_hooks:                   # in order: two hooks on one module run in this order
-            handles.append(model.get_submodule(name).register_forward_hook(hook))
-        return model(tokens)
-    finally:                                           # also when a hook or the model raises
-        for handle in handles:
-            handle.remove()
-
-
 class _Boom(Exception):
     """Raised by the checker's failing hook."""
 
@@ -707,7 +676,7 @@ run_with_hooks_exercise = Exercise(
      ("registers them in the order given", _check_run_order),
      ("leaves no hook behind", _check_run_removes),
      ("leaves no hook behind when a hook raises", _check_run_removes_on_error)],
-    solution=run_with_hooks,
+    solution="hooklab.course._solutions.nb10_transformer_interpretability:run_with_hooks",
 )
 
 
