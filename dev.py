@@ -12,6 +12,9 @@
                              (add notebook paths to execute only those)
     python3 dev.py bench     measure what hooks and notebooks cost; writes benchmarks/RESULTS.md
                              (--quick: a short run, written to benchmarks/out/)
+    python3 dev.py class --out DIR
+                             for a class that grades the exercises: student copies of the notebooks
+                             and of hooklab without the worked solutions, and an answer key (TEACHING.md)
 
 Each command first creates .venv (or reuses it) and installs requirements.txt into it when that
 file changed since the last install. Extra arguments go to the tool: `python3 dev.py test -k hooks`.
@@ -91,7 +94,7 @@ def run(cmd: list[str], extra_env: dict[str, str] | None = None) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"lab", "test", "execute", "bench", "setup"}:
+    if not argv or argv[0] not in {"lab", "test", "execute", "bench", "class", "setup"}:
         print(__doc__)
         return 2
     command, rest = argv[0], argv[1:]
@@ -108,6 +111,8 @@ def main(argv: list[str]) -> int:
         return run([str(PY), "-m", "tests.execute", *rest])
     if command == "bench":
         return run([str(PY), "-m", "benchmarks", *rest])
+    if command == "class":
+        return run([str(PY), "-m", "tests.classroom_build", *rest])
     if "--other-cpu" in rest:
         rest.remove("--other-cpu")
         say("as another CPU: " + " ".join(f"{k}={v}" for k, v in OTHER_CPU.items()))

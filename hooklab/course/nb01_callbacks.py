@@ -43,8 +43,8 @@ def _one_per_name(fn: Callable) -> None:
 def _late_binding(log: list[Any], last: str) -> None:
     if len(log) > 1 and all(entry == last for entry in log):
         raise Mistake(f"every callback appended {last!r}, the last name. Each one looks `name` up when it runs, "
-                      "after the loop has finished (late binding). Bind the value when you create the callback: "
-                      "`lambda name=name: log.append(name)`, `functools.partial(log.append, name)`, or a factory.")
+                      "after the loop has finished (late binding). Bind the value when you create each callback: "
+                      "a default argument, functools.partial, or a factory function (section 4).")
 
 
 def _own_name(fn: Callable) -> None:

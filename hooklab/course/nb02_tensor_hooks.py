@@ -37,9 +37,9 @@ def _returns_new(fn: Callable) -> None:
     if out is None:
         if not torch.equal(grad, torch.tensor(_GRAD)):
             raise Mistake("your hook changed the gradient in place and returned None. Return a new tensor "
-                          "instead: `return grad.clamp(-1, 1)`.")
+                          "instead (the clamp without the trailing underscore).")
         raise Mistake("your hook returns None, so the gradient is unchanged: return the new gradient, "
-                      "e.g. `return grad.clamp(-1, 1)`.")
+                      "a new tensor with every entry limited to [-1, 1].")
     if not isinstance(out, torch.Tensor):
         raise Mistake(f"your hook returns a {type(out).__name__}; a tensor hook must return a tensor "
                       "(the new gradient) or None.")
@@ -51,8 +51,8 @@ def _not_in_place(fn: Callable) -> None:
     if not torch.equal(grad, torch.tensor(_GRAD)):
         raise Mistake("your hook changed the gradient it was given in place (clamp_, mul_, grad[...] = ...). "
                       "PyTorch may share that tensor with other parts of the graph, and for a loss like "
-                      "`x.sum()` it refuses the write with a RuntimeError. Build a new tensor: "
-                      "`return grad.clamp(-1, 1)`.")
+                      "`x.sum()` it refuses the write with a RuntimeError. Build a new tensor and return it "
+                      "(the clamp without the trailing underscore).")
 
 
 def _clamps(fn: Callable) -> None:
@@ -65,7 +65,7 @@ def _clamps(fn: Callable) -> None:
                           "this exercise asks for an element-wise clamp: entries beyond ±1 become ±1, the others "
                           "stay as they are.")
         if torch.allclose(out, grad):
-            raise Mistake("your hook returns the gradient unchanged: clamp it, e.g. `return grad.clamp(-1, 1)`.")
+            raise Mistake("your hook returns the gradient unchanged: limit every entry to [-1, 1] first.")
     expect_close(out, _CLAMPED, f"for the gradient {list(_GRAD)}, what your hook returns")
 
 
@@ -138,7 +138,8 @@ def _logs_by_name(fn: Callable) -> None:
     names = list(want)
     if len(log) == 1 and names[-1] in log:
         raise Mistake(f"everything was logged under {names[-1]!r}, the last name: every hook looked `name` up "
-                      "after the loop had finished (late binding). Bind it per hook: `def hook(grad, name=name):`.")
+                      "after the loop had finished (late binding). Bind each hook's name when you define it "
+                      "(notebook 01).")
     missing = [n for n in names if n not in log]
     if missing:
         raise Mistake(f"these names are missing from the log: {missing}; it holds {sorted(log)}. Use the names "

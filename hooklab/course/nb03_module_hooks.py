@@ -242,16 +242,14 @@ def _check_returns_new_output(fn: Callable) -> None:
             result = seeded(0, lambda: hook(nn.ReLU().train(), (plain,), given))
             if result is None and not torch.equal(given, plain):
                 raise Mistake("your hook returns None and changes the output in place (inplace=True or "
-                              "`output[...] = ...`). Return the new output instead: `return F.dropout(output, "
-                              "p=0.25, training=module.training)`; in-place changes to a ReLU's output break "
-                              "the backward pass.")
+                              "`output[...] = ...`). Return a new output with dropout applied instead; in-place "
+                              "changes to a ReLU's output break the backward pass.")
             if result is None:
                 raise Mistake("your hook returns None, so the output is unchanged: assigning `output = "
-                              "F.dropout(...)` only rebinds a local name inside your function. Return it: "
-                              "`return F.dropout(output, p=0.25, training=module.training)`.")
+                              "F.dropout(...)` only rebinds a local name inside your function. Return the new output.")
     if not seen or all(torch.equal(plain, out) for plain, out, _ in seen):
         raise Mistake("in training mode the ReLUs' outputs are unchanged: the hook on each ReLU should "
-                      "return F.dropout(output, p=0.25, training=module.training).")
+                      "return the output with dropout applied (p=0.25), only while the module is training.")
     plain = torch.cat([p.flatten() for p, _, _ in seen])
     out = torch.cat([o.detach().flatten() for _, o, _ in seen])
     alive = plain != 0
@@ -310,7 +308,7 @@ def _grads(fn: Callable | None) -> tuple[torch.Tensor, torch.Tensor]:
         raise
     except RuntimeError as exc:
         raise Mistake(f"PyTorch rejected what your hook returned ({exc}): return a tuple with one gradient "
-                      "of the input's shape, `(grad_input[0] * 0.5,)`.") from None
+                      "of the input's shape for each entry of grad_input.") from None
     return grad_of(x, "the input"), grad_of(layer.weight, "the weight")
 
 
@@ -329,13 +327,13 @@ def _check_returns_tuple(fn: Callable) -> None:
     if result is None:
         if not torch.equal(given[0], grad_input[0]):
             raise Mistake("your hook changes grad_input in place and returns None. PyTorch's documentation says a "
-                          "backward hook must not modify its arguments: return a new tuple instead, "
-                          "`return (grad_input[0] * 0.5,)`.")
+                          "backward hook must not modify its arguments: build a new tuple of halved gradients and "
+                          "return it.")
         raise Mistake("your hook returns None, so the gradient is unchanged: return the new grad_input as a "
-                      "tuple, e.g. `return (grad_input[0] * 0.5,)`.")
+                      "tuple with one entry per entry of grad_input.")
     if isinstance(result, torch.Tensor):
         raise Mistake("your hook returns a tensor; a full backward hook returns a tuple with one entry per "
-                      "input of forward, like grad_input itself: `return (grad_input[0] * 0.5,)` (note the "
+                      "input of forward, like grad_input itself (a one-element tuple needs its trailing "
                       "comma). PyTorch's own error for this is the puzzling \"hook has changed the size of value\".")
     if not isinstance(result, (tuple, list)):
         raise Mistake(f"your hook returns a {type(result).__name__}; return a tuple like grad_input.")
@@ -372,7 +370,7 @@ halve_input_grad = Exercise(
         ("leaves the weight's gradient alone", _check_weight_grad_untouched),
     ],
     hook_kind="backward",
-    solution="hooklab.course._solutions.nb03_module_hooks:halve_input_grad",
+    solution="hooklab.course._solutions.nb03_module_hooks:halve_input_grad", level="stretch",
 )
 
 
@@ -442,7 +440,7 @@ def _check_clear(cls: Any) -> None:
     n = len(capture_obj.outputs)
     if n != 1:
         raise Mistake(f"after three runs with clear() before each, self.outputs holds {n} items, expected 1: "
-                      "clear() should empty the list (self.outputs.clear()).")
+                      "clear() should empty the list.")
 
 
 capture = Exercise(

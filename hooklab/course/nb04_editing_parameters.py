@@ -270,7 +270,8 @@ def _run_max_norm(fn: Callable, *, twice: bool = False) -> _Run:
     return run
 
 
-_RECOMPUTE = "`module.weight = torch.renorm(module.weight_orig, p=2, dim=0, maxnorm=1.0)`"
+_RECOMPUTE = ("set `module.weight` to a new tensor: `module.weight_orig` with each row's norm limited to 1.0 "
+              "(torch has a function that renormalises rows)")
 
 
 def _explain_error(exc: BaseException) -> Mistake:
@@ -486,7 +487,7 @@ def _logger_tensors(make: Callable) -> None:
                       "(module.weight.detach().clone()) so they can be compared with torch.equal.")
     if any(e is layer.weight for e in log):
         raise Mistake("you stored `module.weight` itself: every entry is the same Parameter object, so all of "
-                      "them show the latest values. Store a copy: `module.weight.detach().clone()`.")
+                      "them show the latest values. Store a copy with its own memory, cut from the graph.")
     if entry.requires_grad or entry.grad_fn is not None:
         raise Mistake("the stored tensors still belong to autograd (requires_grad=True, "
                       f"grad_fn={type(entry.grad_fn).__name__ if entry.grad_fn is not None else None}): "
@@ -503,7 +504,7 @@ def _logger_snapshots(make: Callable) -> None:
         how = ("`.detach()` alone gives a new tensor on the same memory" if version(shared[0]) == version(layer.weight)
                else "`.data` is the same memory under another name, as `.detach()` is")
         raise Mistake(f"your snapshots share memory with the weight ({how}), so the optimizer's in-place updates "
-                      "changed them afterwards. Add `.clone()`: `module.weight.detach().clone()`.")
+                      "changed them afterwards. Store a copy with its own memory.")
     for i, (got, want) in enumerate(zip(log, truth)):
         if got.shape != want.shape or not torch.equal(got, want):
             raise Mistake(f"entry {i} is not the weight as it was at forward pass {i}; store "
@@ -691,7 +692,7 @@ def _checkpoint_untouched(fn: Callable) -> None:
         raise Mistake(f"the caller's checkpoint changed: its `{changed[0]}` holds other values after loading. "
                       "Your hook changed a tensor of `state_dict` in place (`mul_`, `*=`); `load_state_dict` "
                       "hands the hook a copy of the dict, but the tensors in it are the caller's (section 6). "
-                      "Put a new tensor under the key: `state_dict[name] = state_dict.pop(key) * mask`.")
+                      "Put a new tensor (the product of the two) under the key instead.")
 
 
 def _plain_still_loads(fn: Callable) -> None:
@@ -778,5 +779,5 @@ fold_exercise = Exercise(
      ("leaves the caller's checkpoint unchanged", _checkpoint_untouched),
      ("an ordinary checkpoint still loads unchanged", _plain_still_loads),
      ("changes only the keys under `prefix` (a hook on one part of a bigger model)", _only_its_prefix)],
-    solution="hooklab.course._solutions.nb04_editing_parameters:fold_pruned",
+    solution="hooklab.course._solutions.nb04_editing_parameters:fold_pruned", level="stretch",
 )

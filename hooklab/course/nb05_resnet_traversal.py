@@ -207,7 +207,7 @@ def _a_copy(fn: Callable) -> None:
     if (bn < 0).sum() == 0 and (truth[-1]["1"] < 0).sum() > 0:
         raise Mistake("the stored BatchNorm output has no negative values, but the real one had: the "
                       "in-place ReLU that runs next overwrote the tensor you stored, because detach() "
-                      "shares its memory. Store a copy: `output.detach().clone()`.")
+                      "shares its memory. Store a copy with its own memory.")
     for name, want in truth[-1].items():
         if not torch.equal(store[name], want):
             raise Mistake(f"store[{name!r}] does not hold module {name}'s output from the latest run.")
@@ -353,7 +353,7 @@ def _grad_by_name(fn: Callable) -> None:
     grads, truth, _, _ = _run_grads(fn)
     if not grads:
         raise Mistake("no gradient was stored: inside the forward hook, register a tensor hook on the output "
-                      "(`output.register_hook(save)`) whose `save(grad)` writes `grads[name] = ...`.")
+                      "whose function stores the gradient it receives under the module's name.")
     if any(isinstance(k, nn.Module) for k in grads):
         raise Mistake("the gradients are keyed by module objects: use the name given to make_grad_saver.")
     for name, want in truth.items():
@@ -399,8 +399,8 @@ def _grad_no_grad(fn: Callable) -> None:
         except RuntimeError as exc:
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise Mistake(f"under torch.no_grad() your hook fails ({first}): outputs then "
-                          "do not require grad, and a tensor hook cannot go on them. Check "
-                          "`if output.requires_grad:` first.") from None
+                          "do not require grad, and a tensor hook cannot go on them. Register the "
+                          "tensor hook only on an output that requires grad.") from None
 
 
 grad_exercise = Exercise(
@@ -411,5 +411,5 @@ grad_exercise = Exercise(
         ("leaves the gradients themselves unchanged", _grad_unchanged),
         ("works under torch.no_grad()", _grad_no_grad),
     ],
-    solution="hooklab.course._solutions.nb05_resnet_traversal:make_grad_saver",
+    solution="hooklab.course._solutions.nb05_resnet_traversal:make_grad_saver", level="stretch",
 )

@@ -552,7 +552,7 @@ def _check_scales_down(fn: Callable) -> None:
     if torch.allclose(got, torch.tensor([3.0, -4.0])):
         hint = (" Your hook returned a value instead: a post-accumulate-grad hook must return None "
                 "(PyTorch raises a RuntimeError otherwise)." if result is not None else "")
-        raise Mistake("param.grad is unchanged. Change it in place, e.g. param.grad.mul_(1 / norm)." + hint)
+        raise Mistake("param.grad is unchanged. Scale it in place, by 1 over its norm." + hint)
     if result is not None:
         raise Mistake("your hook returns a value: a post-accumulate-grad hook must return None (PyTorch raises "
                       "a RuntimeError otherwise). Change param.grad in place and end without `return`.")
@@ -596,5 +596,5 @@ clip_grad = Exercise(
         ("works inside a real backward pass", _check_in_backward),
     ],
     hook_kind="post_accumulate_grad",
-    solution="hooklab.course._solutions.nb06_training_diagnostics:clip_grad_hook",
+    solution="hooklab.course._solutions.nb06_training_diagnostics:clip_grad_hook", level="stretch",
 )

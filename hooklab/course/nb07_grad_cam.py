@@ -408,11 +408,11 @@ def _check_values(fn: Callable) -> None:
                       "torch.relu to the weighted sum.")
     if torch.allclose(out, torch.relu((g * a).sum(dim=1)), atol=1e-5):
         raise Mistake("you multiplied each position's gradient by its activation. Grad-CAM first averages "
-                      "the gradient over the positions (one weight per channel: gradients.mean(dim=(2, 3), "
-                      "keepdim=True)), then weights the channels with it.")
+                      "the gradient over the positions (one weight per channel), then weights the channels "
+                      "with it.")
     if not torch.allclose(out, expected, atol=1e-5):
-        raise Mistake("the values are off: weights = gradients.mean(dim=(2, 3), keepdim=True); "
-                      "heat = relu((weights * activations).sum(dim=1)).")
+        raise Mistake("the values are off: each channel's weight is its gradient averaged over the positions; "
+                      "the map is the ReLU of the weighted sum of the channels.")
 
 
 heat_map = Exercise(
@@ -458,11 +458,11 @@ def _check_activations(make: Callable) -> None:
     if act is None:
         raise Mistake("saved['activations'] is missing: store the layer's output there in the forward hook.")
     if act.grad_fn is not None or act.requires_grad:
-        raise Mistake("saved['activations'] still belongs to the autograd graph: store output.detach().clone().")
+        raise Mistake("saved['activations'] still belongs to the autograd graph: store a copy cut from the graph.")
     if torch.allclose(act, torch.relu(pre_relu)) and not torch.allclose(act, pre_relu):
         raise Mistake("saved['activations'] has no negative values left: the in-place ReLU after the layer "
-                      "overwrote it, because .detach() shares memory with the output. Store "
-                      "output.detach().clone().")
+                      "overwrote it, because .detach() shares memory with the output. Store a copy with its "
+                      "own memory.")
     if not torch.allclose(act, pre_relu, atol=1e-6):
         raise Mistake("saved['activations'] is not the layer's output.")
 
@@ -472,7 +472,7 @@ def _check_gradients(make: Callable) -> None:
     grad = saved.get("gradients")
     if grad is None:
         raise Mistake("saved['gradients'] is missing after backward. Inside the forward hook, register a tensor "
-                      "hook on the output: output.register_hook(save_grad), where save_grad(grad) stores grad.")
+                      "hook on the output; it receives the gradient during backward and stores it.")
     if not isinstance(grad, torch.Tensor) or grad.shape != pre_relu.shape:
         raise Mistake(f"saved['gradients'] should be a tensor shaped like the output {list(pre_relu.shape)}.")
     if grad.requires_grad:

@@ -642,7 +642,7 @@ stats_once = Exercise(
         ("records one mean per forward pass under checkpointing", _check_checkpointed),
         ("still records a forward pass under torch.no_grad()", _check_no_grad),
     ],
-    solution="hooklab.course._solutions.nb08_training_loops:make_stats_hook",
+    solution="hooklab.course._solutions.nb08_training_loops:make_stats_hook", level="stretch",
 )
 
 
@@ -800,5 +800,5 @@ strip = Exercise(
         ("leaves the caller's dict and its tensors untouched", _check_untouched),
         ("loads through a hook on the submodule fc (prefix 'fc.')", _check_on_submodule),
     ],
-    solution="hooklab.course._solutions.nb08_training_loops:strip_prefixes",
+    solution="hooklab.course._solutions.nb08_training_loops:strip_prefixes", level="stretch",
 )

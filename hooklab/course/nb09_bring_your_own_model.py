@@ -137,7 +137,7 @@ def _run(make: Callable, module: nn.Module, *args: Any) -> tuple[Any, Any, list[
     hook = make(3.0)
     if not callable(hook):
         raise Mistake(f"make_scaler returned {type(hook).__name__}, not a function: define "
-                      "`def hook(module, args, output): ...` inside it and `return hook`.")
+                      "the forward hook inside it and return the function itself.")
     seen: list[Any] = []
 
     def remember(m: nn.Module, a: Any, out: Any) -> None:
@@ -179,7 +179,7 @@ def _check_hook(make: Callable) -> None:
     plain, edited, _ = _run(make, layer, torch.ones(1, 2))
     if edited is None or _same(edited, plain):
         raise Mistake("the output did not change: a forward hook changes the output only by returning the new "
-                      "one (`return scale(output)`); assigning to `output` inside the hook does nothing.")
+                      "one; assigning to `output` inside the hook does nothing.")
     if not _same(edited, plain * 3):
         raise Mistake("for a Linear layer the output should be 3 × the plain output with make_scaler(3.0).")
 
@@ -240,5 +240,5 @@ scale_everything = Exercise(
      ("keeps an LSTM's (output, (h, c)) and scales each tensor", _check_lstm),
      ("keeps a dict's keys and leaves integer tensors alone", _check_dict),
      ("changes nothing in place", _check_not_in_place)],
-    solution="hooklab.course._solutions.nb09_bring_your_own_model:make_scaler",
+    solution="hooklab.course._solutions.nb09_bring_your_own_model:make_scaler", level="stretch",
 )

@@ -375,15 +375,15 @@ def _head_case(make: Callable, head: int = 1) -> _HeadCase:
 def _check_head_returns(make: Callable) -> None:
     case = _head_case(make)
     if isinstance(case.returned, list):
-        raise Mistake("your pre-hook returned a list: return a tuple, `(heads_out,)`. PyTorch puts anything that "
+        raise Mistake("your pre-hook returned a list: return a tuple. PyTorch puts anything that "
                       "is not a tuple into one, so out_proj would get the list itself.")
     if case.returned is None:
         if not torch.equal(case.got, case.corrupted_before):
             raise Mistake("your pre-hook edits args[0] in place and returns nothing: that tensor belongs to the "
                           "attention's computation (and to any other hook that holds it). Clone it, edit the copy "
-                          "and `return (heads_out,)`.")
+                          "and return it in a tuple.")
         raise Mistake("out_proj got its input unchanged: a forward pre-hook changes the input only by returning "
-                      "the new arguments, `return (heads_out,)`.")
+                      "the new arguments, as a tuple.")
 
 
 def _span(indices: list[int]) -> str:
@@ -399,8 +399,7 @@ def _check_head_columns(make: Callable) -> None:
     positions = [p for p in range(got.shape[1]) if torch.equal(got[:, p], clean[:, p])]
     if positions and len(positions) < got.shape[1]:
         raise Mistake(f"you took positions {_span(positions)} from the clean run: heads_out[:, columns] indexes "
-                      "dimension 1, the positions. The heads are the last dimension: "
-                      "heads_out[..., columns] = clean_heads[..., columns].")
+                      "dimension 1, the positions. The heads are the last dimension.")
     from_clean = sorted({int(c) for c in ((got == clean) & (clean != corrupted)).nonzero()[:, -1].tolist()})
     if from_clean == mine and torch.equal(got[..., 4:8], clean[..., 4:8]):
         others = [0, 1, 2, 3, 8, 9, 10, 11]
@@ -415,12 +414,12 @@ def _check_head_columns(make: Callable) -> None:
         raise Mistake("you patched every head: take only the columns of head `head` from the clean run.")
     if from_clean == list(range(0, 4)) or from_clean == list(range(8, 12)):
         raise Mistake(f"you patched columns {_span(from_clean)}; head 1, of 3 heads of 4 columns each, is columns "
-                      "4 to 7: slice(head * head_dim, (head + 1) * head_dim).")
+                      "4 to 7: head h starts at column h × head_dim.")
     if not from_clean and (got[..., mine] == 0).all():
         raise Mistake("you set head 1's columns to zero: that is ablation, not a patch. Take them from the clean "
-                      "run: heads_out[..., columns] = clean_heads[..., columns].")
+                      "run's clean_heads.")
     if not from_clean:
-        raise Mistake("nothing came from the clean run: heads_out[..., columns] = clean_heads[..., columns].")
+        raise Mistake("nothing came from the clean run: copy head `head`'s columns of clean_heads into the copy.")
     raise Mistake(f"columns {from_clean} came from the clean run; head 1, of 3 heads of 4 columns each, is "
                   "columns 4 to 7.")
 
@@ -676,7 +675,7 @@ run_with_hooks_exercise = Exercise(
      ("registers them in the order given", _check_run_order),
      ("leaves no hook behind", _check_run_removes),
      ("leaves no hook behind when a hook raises", _check_run_removes_on_error)],
-    solution="hooklab.course._solutions.nb10_transformer_interpretability:run_with_hooks",
+    solution="hooklab.course._solutions.nb10_transformer_interpretability:run_with_hooks", level="stretch",
 )
 
 

@@ -33,7 +33,6 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-
 from ..kinds import check_hook_signature
 
 __all__ = ["Exercise", "Mistake", "NotWritten", "Verdict", "Solution", "solutions_hidden"]

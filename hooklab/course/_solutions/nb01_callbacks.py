@@ -11,7 +11,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from ...callbacks import Callbacks
+from hooklab.callbacks import Callbacks
 
 
 def register_each(callbacks: Callbacks, names: list[str], log: list[str]) -> None:

@@ -10,7 +10,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from ...hooks import Hooks
+from hooklab.hooks import Hooks
 
 
 def make_saver(name: str, store: dict) -> Callable:

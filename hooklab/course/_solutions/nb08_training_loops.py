@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import nb08_training_loops as nb08
+import hooklab.course.nb08_training_loops as nb08
 
 
 def clamp_step(optimizer, scaler, limit=1.0):
