@@ -79,9 +79,9 @@ def verdict_row(exercise: Exercise, namespace: dict[str, Any], name: str = "") -
 def _user_namespace() -> dict[str, Any]:
     try:
         from IPython import get_ipython
+        shell = get_ipython()
     except ImportError:
-        get_ipython = None  # type: ignore[assignment]
-    shell = get_ipython() if get_ipython else None
+        shell = None
     if shell is None:
         raise RuntimeError("not in a notebook: pass namespace=globals() (where your functions are defined).")
     return shell.user_ns
