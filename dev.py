@@ -19,6 +19,9 @@
                              (--quick: a short run, written to benchmarks/out/)
     python3 dev.py site      build the course's website from the stored notebooks into _site/
                              (installs requirements-site.txt into .venv the first time; docs/build.py)
+    python3 dev.py class --out DIR
+                             for a class that grades the exercises: student copies of the notebooks
+                             and of hooklab without the worked solutions, and an answer key (TEACHING.md)
 
 Each command first creates .venv (or reuses it) and installs requirements.txt into it when that
 file changed since the last install. Extra arguments go to the tool: `python3 dev.py test -k hooks`.
@@ -111,7 +114,7 @@ def run(cmd: list[str], extra_env: dict[str, str] | None = None) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"lab", "test", "execute", "bench", "site", "setup"}:
+    if not argv or argv[0] not in {"lab", "test", "execute", "bench", "site", "class", "setup"}:
         print(__doc__)
         return 2
     command, rest = argv[0], argv[1:]
@@ -131,6 +134,8 @@ def main(argv: list[str]) -> int:
     if command == "site":
         setup_site()
         return run([str(PY), "docs/build.py", *rest])
+    if command == "class":
+        return run([str(PY), "-m", "tests.classroom_build", *rest])
     if "--other-cpu" in rest:
         rest.remove("--other-cpu")
         say("as another CPU: " + " ".join(f"{k}={v}" for k, v in OTHER_CPU.items()))

@@ -26,7 +26,7 @@ INTERNALS = {"inspection.py": {"_is_full_backward_hook", "_parameters", "_buffer
 #: Names that start with an underscore but are public protocol: namedtuples, IPython's display methods.
 PROTOCOL = {"_fields", "_asdict", "_replace", "_repr_mimebundle_", "_repr_html_", "_ipython_display_"}
 #: Course modules that serve more than one notebook, named for what they hold.
-SHARED = {"__init__", "data", "shapes"}
+SHARED = {"__init__", "data", "shapes", "checks", "results"}
 
 
 def _imports(path: Path) -> list[str]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from hooklab.course.nb02_tensor_hooks import clamp_exercise, clamp_hook, log_exercise, log_grad_norms
+from hooklab.course._solutions.nb02_tensor_hooks import clamp_hook, log_grad_norms
+from hooklab.course.nb02_tensor_hooks import clamp_exercise, log_exercise
 
 from .checking import failures
 

@@ -10,8 +10,8 @@ from torch import nn
 from torch.nn.utils import prune
 from hooklab.course.nb04_editing_parameters import LiveWeights, stale_parameters, toy_regression, train
 from hooklab.plots import figure, to_png
-from hooklab.course.nb04_editing_parameters import (fold_exercise, fold_pruned, logger_exercise,
-                                                  make_weight_logger, max_norm, max_norm_exercise)
+from hooklab.course._solutions.nb04_editing_parameters import fold_pruned, make_weight_logger, max_norm
+from hooklab.course.nb04_editing_parameters import fold_exercise, logger_exercise, max_norm_exercise
 from .checking import failed_checks, failures
 from .nbtools import ROOT, read
 
@@ -116,7 +116,8 @@ def test_the_fragile_in_place_answer_is_rejected_by_running_twice():
     failed = failed_checks(verdict)
     assert "leaves weight_orig alone, so the layer may run twice before one backward pass" in failed, str(verdict)
     message = failed["leaves weight_orig alone, so the layer may run twice before one backward pass"]
-    assert "modified by an inplace operation" in message and "torch.renorm(module.weight_orig" in message
+    assert "modified by an inplace operation" in message and "each row's norm limited to 1.0" in message
+    assert "torch.renorm(" not in message, "a hint names the idea, not the answer's code"
     # its single forward pass is fine: the earlier checks pass, so the message points at the real problem
     assert verdict.lines[1][0] and verdict.lines[2][0]
 
@@ -321,7 +322,8 @@ def test_fold_in_place_is_told_that_it_changed_the_callers_checkpoint():
     assert list(failed) == ["leaves the caller's checkpoint unchanged"]
     message = failed["leaves the caller's checkpoint unchanged"]
     assert "the caller's checkpoint changed: its `0.weight_orig` holds other values" in message
-    assert "in place" in message and "state_dict.pop(key) * mask" in message
+    assert "in place" in message and "a new tensor (the product of the two)" in message
+    assert "state_dict.pop(key) * mask" not in message, "a hint names the idea, not the answer's code"
     assert "Multiply by the mask" not in failures(verdict)
 
 
@@ -406,7 +408,7 @@ def test_logger_names_data_and_detach_each_for_what_it_is():
     assert list(data) == list(detach) == [line]
     assert data[line] == ("your snapshots share memory with the weight (`.data` is the same memory under another "
                           "name, as `.detach()` is), so the optimizer's in-place updates changed them afterwards. "
-                          "Add `.clone()`: `module.weight.detach().clone()`.")
+                          "Store a copy with its own memory.")
     assert detach[line].startswith("your snapshots share memory with the weight (`.detach()` alone gives a new "
                                    "tensor on the same memory)")
 

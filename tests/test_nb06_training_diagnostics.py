@@ -14,6 +14,7 @@ from hooklab.claims import is_per_run
 import hooklab.course.shapes as shapes
 from hooklab.plots import figure, to_png
 import doctest
+import hooklab.course._solutions.nb06_training_diagnostics as solved
 import hooklab.course.nb06_training_diagnostics as ex
 from .checking import mistakes
 
@@ -175,8 +176,8 @@ def test_summary_keeps_small_gradient_norms_visible():
 
 
 def test_solutions_pass():
-    assert ex.stats_hook.check(ex.make_stats_hook).passed
-    assert ex.clip_grad.check(ex.clip_grad_hook).passed
+    assert ex.stats_hook.check(solved.make_stats_hook).passed
+    assert ex.clip_grad.check(solved.clip_grad_hook).passed
     assert "def make_stats_hook" in ex.stats_hook.solution().code
     assert "def clip_grad_hook" in ex.clip_grad.solution().code
     assert doctest.testmod(ex).failed == 0

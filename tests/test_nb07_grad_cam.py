@@ -15,6 +15,7 @@ import hooklab.course.shapes as shapes
 from hooklab.inspection import count_hooks
 from hooklab.plots import figure, to_png
 import doctest
+import hooklab.course._solutions.nb07_grad_cam as solved
 import hooklab.course.nb07_grad_cam as ex
 from .checking import mistakes
 
@@ -212,8 +213,8 @@ def test_quick_overlay_is_one_cheap_picture():
 
 
 def test_solutions_pass():
-    assert ex.heat_map.check(ex.my_cam).passed
-    assert ex.cam_hooks.check(ex.make_cam_hook).passed
+    assert ex.heat_map.check(solved.my_cam).passed
+    assert ex.cam_hooks.check(solved.make_cam_hook).passed
     assert "def my_cam" in ex.heat_map.solution().code
     assert "register_hook" in ex.cam_hooks.solution().code
     assert doctest.testmod(ex).failed == 0

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 import hooklab
+import hooklab.course._solutions.nb08_training_loops as solved
 import hooklab.course.nb08_training_loops as nb08
 from hooklab.claims import is_per_run
 
@@ -131,7 +132,7 @@ def test_lab_rejects_bad_settings() -> None:
 
 # ---------------------------------------------------------------------- exercise 1
 def test_clamp_solution_passes() -> None:
-    assert nb08.clamp.check(nb08.clamp_step).passed
+    assert nb08.clamp.check(solved.clamp_step).passed
 
 
 def test_clamp_without_unscale_is_named() -> None:
@@ -212,7 +213,7 @@ def test_ddp_in_two_processes_averages_and_leaves_nothing_behind() -> None:
 
 # ---------------------------------------------------------------------- exercise 2
 def test_stats_solution_passes() -> None:
-    assert nb08.stats_once.check(nb08.make_stats_hook).passed
+    assert nb08.stats_once.check(solved.make_stats_hook).passed
 
 
 def test_stats_that_double_count_are_named() -> None:
@@ -249,7 +250,7 @@ def test_stats_that_keep_tensors_are_named() -> None:
 
 # ---------------------------------------------------------------------- exercise 3
 def test_strip_solution_passes() -> None:
-    assert nb08.strip.check(nb08.strip_prefixes).passed
+    assert nb08.strip.check(solved.strip_prefixes).passed
 
 
 def test_strip_with_replace_is_named() -> None:
@@ -271,7 +272,7 @@ def test_strip_that_rebinds_is_named() -> None:
 
 def test_strip_that_changes_tensors_is_named() -> None:
     def scales(module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
-        nb08.strip_prefixes(module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors)
+        solved.strip_prefixes(module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors)
         for value in state_dict.values():
             value.mul_(1.001)
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import hooklab
+import hooklab.course._solutions.nb09_bring_your_own_model as solved
 import hooklab.course.nb09_bring_your_own_model as nb09
 
 from .checking import mistakes
@@ -18,14 +19,14 @@ def test_brief():
 
 
 def test_the_solutions_pass():
-    assert nb09.find_tensors.check(nb09.tensor_paths).passed
-    assert nb09.scale_everything.check(nb09.make_scaler).passed
+    assert nb09.find_tensors.check(solved.tensor_paths).passed
+    assert nb09.scale_everything.check(solved.make_scaler).passed
 
 
 def test_tensor_paths_agrees_with_explore():
     from hooklab.nested import tensors_in
     out = (torch.zeros(2), {"h": [torch.ones(1), None], "n": 3})
-    assert [p for p, _ in nb09.tensor_paths(out)] == [p for p, _ in tensors_in(out)]
+    assert [p for p, _ in solved.tensor_paths(out)] == [p for p, _ in tensors_in(out)]
 
 
 # ---------------------------------------------------------------- exercise 1
@@ -69,7 +70,7 @@ def _keeps_none(output, path="output"):
 
 
 def _copies(output, path="output"):
-    return [(p, t.clone()) for p, t in nb09.tensor_paths(output, path)]
+    return [(p, t.clone()) for p, t in solved.tensor_paths(output, path)]
 
 
 def test_exercise_1_names_the_typical_mistakes():

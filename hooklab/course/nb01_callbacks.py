@@ -1,7 +1,7 @@
 """Exercises of notebook 01 (callbacks): one callback per name, and a hook that cleans up after itself.
 
->>> from hooklab.course.nb01_callbacks import one_per_name, register_each
->>> print(one_per_name.check(register_each))
+>>> from hooklab.course.nb01_callbacks import one_per_name
+>>> print(one_per_name.check(one_per_name.worked()))  # the worked solution
 One callback per name: all 3 checks passed
   ✓ registers one callback per name
   ✓ each callback appends its own name
@@ -10,33 +10,20 @@ One callback per name: all 3 checks passed
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable
 
 import torch
 from torch import nn
 
 from ..callbacks import Callbacks
-from ..lab.exercises import Exercise, Mistake, expect_close
+from ..lab.exercises import Exercise, Mistake
+from .checks import expect_close
 from ..inspection import count_hooks
 
-__all__ = ["one_per_name", "hook_for_one_call", "register_each", "run_with_hook"]
+__all__ = ["one_per_name", "hook_for_one_call"]
 
 
 # ---------------------------------------------------------------- exercise 1: one callback per name
-def register_each(callbacks: Callbacks, names: list[str], log: list[str]) -> None:
-    """Register one callback per name; calling ``callbacks()`` appends each name to ``log``, in order.
-
-    >>> cbs, log = Callbacks(), []
-    >>> register_each(cbs, ["a", "b"], log); cbs(); log
-    ['a', 'b']
-    """
-    for name in names:
-        # partial binds `name` now, while the loop is on it (a default argument
-        # `lambda name=name: log.append(name)` or a factory function work too)
-        callbacks.register(functools.partial(log.append, name))
-
-
 def _registered(fn: Callable, names: list[str]) -> tuple[Callbacks, list[Any]]:
     callbacks, log = Callbacks(), list[Any]()
     fn(callbacks, list(names), log)
@@ -56,8 +43,8 @@ def _one_per_name(fn: Callable) -> None:
 def _late_binding(log: list[Any], last: str) -> None:
     if len(log) > 1 and all(entry == last for entry in log):
         raise Mistake(f"every callback appended {last!r}, the last name. Each one looks `name` up when it runs, "
-                      "after the loop has finished (late binding). Bind the value when you create the callback: "
-                      "`lambda name=name: log.append(name)`, `functools.partial(log.append, name)`, or a factory.")
+                      "after the loop has finished (late binding). Bind the value when you create each callback: "
+                      "a default argument, functools.partial, or a factory function (section 4).")
 
 
 def _own_name(fn: Callable) -> None:
@@ -84,25 +71,11 @@ one_per_name = Exercise(
     [("registers one callback per name", _one_per_name),
      ("each callback appends its own name", _own_name),
      ("works for other names, every time the callbacks run", _other_names_twice)],
-    solution=register_each,
+    solution="hooklab.course._solutions.nb01_callbacks:register_each",
 )
 
 
 # ---------------------------------------------------------------- exercise 2: a hook for one call only
-def run_with_hook(model: nn.Module, x: torch.Tensor, hook: Callable) -> torch.Tensor:
-    """Run ``model(x)`` with ``hook`` as a forward hook, and remove the hook again, also on an error.
-
-    >>> layer = nn.Linear(2, 1)
-    >>> _ = run_with_hook(layer, torch.ones(2), lambda module, args, output: print("ran"))
-    ran
-    >>> len(layer._forward_hooks)
-    0
-    """
-    handle = model.register_forward_hook(hook)
-    with handle:  # handle.remove() on the way out, even if model(x) raises
-        return model(x)  # model(x), not model.forward(x): only __call__ runs the hooks
-
-
 class _Boom(Exception):
     """Raised by the failing model in the checks."""
 
@@ -179,5 +152,5 @@ hook_for_one_call = Exercise(
      ("returns the model's output", _returns_output),
      ("leaves no hook behind", _no_hook_left),
      ("removes the hook even when the model fails", _removed_on_error)],
-    solution=run_with_hook,
+    solution="hooklab.course._solutions.nb01_callbacks:run_with_hook",
 )

@@ -1,7 +1,7 @@
 """Exercises of notebook 02 (tensor hooks): a clamping gradient hook, and logging gradients by name.
 
->>> from hooklab.course.nb02_tensor_hooks import clamp_exercise, clamp_hook
->>> print(clamp_exercise.check(clamp_hook))
+>>> from hooklab.course.nb02_tensor_hooks import clamp_exercise
+>>> print(clamp_exercise.check(clamp_exercise.worked()))  # the worked solution
 Clamp the gradient: all 5 checks passed
   ✓ has the right signature
   ✓ returns a new gradient
@@ -18,23 +18,15 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from ..lab.exercises import Exercise, Mistake, expect_close, grad_of
+from ..lab.exercises import Exercise, Mistake
+from .checks import expect_close, grad_of
 from ..lab.plots import LABEL, SMALL, TITLE, LiveCanvas, figure, fixed_layout, round_limit
 from .data import tiny_mlp
 
-__all__ = ["clamp_exercise", "log_exercise", "clamp_hook", "log_grad_norms"]
+__all__ = ["clamp_exercise", "log_exercise"]
 
 
 # ---------------------------------------------------------------- exercise 1: clamp the gradient
-def clamp_hook(grad: torch.Tensor) -> torch.Tensor:
-    """A tensor hook: the gradient with every element clamped to [-1, 1].
-
-    >>> clamp_hook(torch.tensor([-3.0, 0.5, 2.0])).tolist()
-    [-1.0, 0.5, 1.0]
-    """
-    return grad.clamp(-1.0, 1.0)  # a new tensor; `grad` itself stays as it was
-
-
 _GRAD = (-3.0, -0.5, 0.25, 2.0)
 _CLAMPED = (-1.0, -0.5, 0.25, 1.0)
 
@@ -45,9 +37,9 @@ def _returns_new(fn: Callable) -> None:
     if out is None:
         if not torch.equal(grad, torch.tensor(_GRAD)):
             raise Mistake("your hook changed the gradient in place and returned None. Return a new tensor "
-                          "instead: `return grad.clamp(-1, 1)`.")
+                          "instead (the clamp without the trailing underscore).")
         raise Mistake("your hook returns None, so the gradient is unchanged: return the new gradient, "
-                      "e.g. `return grad.clamp(-1, 1)`.")
+                      "a new tensor with every entry limited to [-1, 1].")
     if not isinstance(out, torch.Tensor):
         raise Mistake(f"your hook returns a {type(out).__name__}; a tensor hook must return a tensor "
                       "(the new gradient) or None.")
@@ -59,8 +51,8 @@ def _not_in_place(fn: Callable) -> None:
     if not torch.equal(grad, torch.tensor(_GRAD)):
         raise Mistake("your hook changed the gradient it was given in place (clamp_, mul_, grad[...] = ...). "
                       "PyTorch may share that tensor with other parts of the graph, and for a loss like "
-                      "`x.sum()` it refuses the write with a RuntimeError. Build a new tensor: "
-                      "`return grad.clamp(-1, 1)`.")
+                      "`x.sum()` it refuses the write with a RuntimeError. Build a new tensor and return it "
+                      "(the clamp without the trailing underscore).")
 
 
 def _clamps(fn: Callable) -> None:
@@ -73,7 +65,7 @@ def _clamps(fn: Callable) -> None:
                           "this exercise asks for an element-wise clamp: entries beyond ±1 become ±1, the others "
                           "stay as they are.")
         if torch.allclose(out, grad):
-            raise Mistake("your hook returns the gradient unchanged: clamp it, e.g. `return grad.clamp(-1, 1)`.")
+            raise Mistake("your hook returns the gradient unchanged: limit every entry to [-1, 1] first.")
     expect_close(out, _CLAMPED, f"for the gradient {list(_GRAD)}, what your hook returns")
 
 
@@ -94,29 +86,11 @@ clamp_exercise = Exercise(
      ("clamps every element to [-1, 1]", _clamps),
      ("works in a real backward pass", _in_backward)],
     hook_kind="tensor",
-    solution=clamp_hook,
+    solution="hooklab.course._solutions.nb02_tensor_hooks:clamp_hook",
 )
 
 
 # ---------------------------------------------------------------- exercise 2: log gradient norms by name
-def log_grad_norms(model: nn.Module, log: dict[str, float]) -> list:
-    """On every parameter of ``model``, a hook that stores its gradient's norm in ``log[name]``.
-
-    Returns the handles, so that the caller can remove the hooks again.
-
-    >>> model, log = nn.Linear(2, 1), {}
-    >>> handles = log_grad_norms(model, log)
-    >>> model(torch.ones(2)).sum().backward(); sorted(log)
-    ['bias', 'weight']
-    """
-    handles = []
-    for name, param in model.named_parameters():
-        def hook(grad, name=name):  # name=name binds this loop's name (late binding, notebook 01)
-            log[name] = grad.norm().item()  # only look: returning None keeps the gradient
-        handles.append(param.register_hook(hook))
-    return handles
-
-
 def _model() -> nn.Sequential:
     return tiny_mlp((3, 4, 2), seed=3)  # the same weights every time; the notebook's generator is left alone
 
@@ -164,7 +138,8 @@ def _logs_by_name(fn: Callable) -> None:
     names = list(want)
     if len(log) == 1 and names[-1] in log:
         raise Mistake(f"everything was logged under {names[-1]!r}, the last name: every hook looked `name` up "
-                      "after the loop had finished (late binding). Bind it per hook: `def hook(grad, name=name):`.")
+                      "after the loop had finished (late binding). Bind each hook's name when you define it "
+                      "(notebook 01).")
     missing = [n for n in names if n not in log]
     if missing:
         raise Mistake(f"these names are missing from the log: {missing}; it holds {sorted(log)}. Use the names "
@@ -214,7 +189,7 @@ log_exercise = Exercise(
      ("logs each parameter under its own name, with its gradient's norm", _logs_by_name),
      ("leaves the gradients unchanged", _grads_unchanged),
      ("removing the handles stops the logging", _remove_stops)],
-    solution=log_grad_norms,
+    solution="hooklab.course._solutions.nb02_tensor_hooks:log_grad_norms",
 )
 
 

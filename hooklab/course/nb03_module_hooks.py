@@ -15,7 +15,7 @@ Exercises of notebook 03 (module hooks), with their checkers and worked solution
 * :data:`capture` — a class whose bound method captures a layer's outputs without their graph.
 
 >>> import hooklab.course.nb03_module_hooks as ex
->>> ex.dropout_after_relus.check(ex.solution_add_dropout_after_relus).passed
+>>> ex.dropout_after_relus.check(ex.dropout_after_relus.worked()).passed  # the worked solution
 True
 """
 
@@ -31,7 +31,8 @@ from torch import nn
 
 from ..inspection import hook_dicts
 from ..kinds import check_hook_signature
-from ..lab.exercises import Exercise, Mistake, expect_close, grad_of
+from ..lab.exercises import Exercise, Mistake
+from .checks import expect_close, grad_of
 from .data import seeded, tiny_mlp
 
 
@@ -170,18 +171,6 @@ P_DROP = 0.25
 
 
 # ====================================================================== exercise 1
-def solution_add_dropout_after_relus(module):
-    """For ``model.apply``: on every ReLU, a forward hook that applies dropout (p=0.25) while training."""
-
-    def dropout(module, args, output):
-        # Return the new tensor: assigning it to `output` would change nothing.
-        # training=module.training: drop only while training, never after model.eval().
-        return F.dropout(output, p=0.25, training=module.training)
-
-    if isinstance(module, nn.ReLU):  # model.apply visits EVERY module, the model itself too
-        module.register_forward_hook(dropout)
-
-
 def _relu_case() -> tuple[nn.Sequential, torch.Tensor]:
     """A seeded CNN (two ReLUs) and a batch of images."""
     return small_cnn(seed=3), seeded(4, lambda: torch.randn(8, 1, 8, 8))
@@ -253,16 +242,14 @@ def _check_returns_new_output(fn: Callable) -> None:
             result = seeded(0, lambda: hook(nn.ReLU().train(), (plain,), given))
             if result is None and not torch.equal(given, plain):
                 raise Mistake("your hook returns None and changes the output in place (inplace=True or "
-                              "`output[...] = ...`). Return the new output instead: `return F.dropout(output, "
-                              "p=0.25, training=module.training)`; in-place changes to a ReLU's output break "
-                              "the backward pass.")
+                              "`output[...] = ...`). Return a new output with dropout applied instead; in-place "
+                              "changes to a ReLU's output break the backward pass.")
             if result is None:
                 raise Mistake("your hook returns None, so the output is unchanged: assigning `output = "
-                              "F.dropout(...)` only rebinds a local name inside your function. Return it: "
-                              "`return F.dropout(output, p=0.25, training=module.training)`.")
+                              "F.dropout(...)` only rebinds a local name inside your function. Return the new output.")
     if not seen or all(torch.equal(plain, out) for plain, out, _ in seen):
         raise Mistake("in training mode the ReLUs' outputs are unchanged: the hook on each ReLU should "
-                      "return F.dropout(output, p=0.25, training=module.training).")
+                      "return the output with dropout applied (p=0.25), only while the module is training.")
     plain = torch.cat([p.flatten() for p, _, _ in seen])
     out = torch.cat([o.detach().flatten() for _, o, _ in seen])
     alive = plain != 0
@@ -302,18 +289,11 @@ dropout_after_relus = Exercise(
         ("lets the gradient flow", _check_keeps_gradient),
         ("does nothing after model.eval() (respects module.training)", _check_respects_training),
     ],
-    solution=solution_add_dropout_after_relus,
+    solution="hooklab.course._solutions.nb03_module_hooks:add_dropout_after_relus",
 )
 
 
 # ====================================================================== exercise 2
-def solution_halve_input_grad(module, grad_input, grad_output):
-    """A full backward hook: the gradient that flows on to the module's input, halved."""
-    # grad_input holds one gradient per positional argument of the call (here just x); it may contain None.
-    # Return a NEW tuple of the same length; do not change grad_input in place.
-    return tuple(None if g is None else g * 0.5 for g in grad_input)
-
-
 def _linear_case() -> tuple[nn.Linear, torch.Tensor]:
     return seeded(4, lambda: (nn.Linear(3, 2), torch.randn(2, 3, requires_grad=True)))
 
@@ -328,7 +308,7 @@ def _grads(fn: Callable | None) -> tuple[torch.Tensor, torch.Tensor]:
         raise
     except RuntimeError as exc:
         raise Mistake(f"PyTorch rejected what your hook returned ({exc}): return a tuple with one gradient "
-                      "of the input's shape, `(grad_input[0] * 0.5,)`.") from None
+                      "of the input's shape for each entry of grad_input.") from None
     return grad_of(x, "the input"), grad_of(layer.weight, "the weight")
 
 
@@ -347,13 +327,13 @@ def _check_returns_tuple(fn: Callable) -> None:
     if result is None:
         if not torch.equal(given[0], grad_input[0]):
             raise Mistake("your hook changes grad_input in place and returns None. PyTorch's documentation says a "
-                          "backward hook must not modify its arguments: return a new tuple instead, "
-                          "`return (grad_input[0] * 0.5,)`.")
+                          "backward hook must not modify its arguments: build a new tuple of halved gradients and "
+                          "return it.")
         raise Mistake("your hook returns None, so the gradient is unchanged: return the new grad_input as a "
-                      "tuple, e.g. `return (grad_input[0] * 0.5,)`.")
+                      "tuple with one entry per entry of grad_input.")
     if isinstance(result, torch.Tensor):
         raise Mistake("your hook returns a tensor; a full backward hook returns a tuple with one entry per "
-                      "input of forward, like grad_input itself: `return (grad_input[0] * 0.5,)` (note the "
+                      "input of forward, like grad_input itself (a one-element tuple needs its trailing "
                       "comma). PyTorch's own error for this is the puzzling \"hook has changed the size of value\".")
     if not isinstance(result, (tuple, list)):
         raise Mistake(f"your hook returns a {type(result).__name__}; return a tuple like grad_input.")
@@ -390,24 +370,11 @@ halve_input_grad = Exercise(
         ("leaves the weight's gradient alone", _check_weight_grad_untouched),
     ],
     hook_kind="backward",
-    solution=solution_halve_input_grad,
+    solution="hooklab.course._solutions.nb03_module_hooks:halve_input_grad", level="stretch",
 )
 
 
 # ====================================================================== exercise 3
-class SolutionCapture:
-    """Captures a layer's outputs with a bound method as the hook."""
-
-    def __init__(self):
-        self.outputs = []
-
-    def hook(self, module, args, output):           # a bound method: `self` is already filled in
-        self.outputs.append(output.detach())        # the values, without the autograd graph
-
-    def clear(self):
-        self.outputs.clear()                        # call between runs, or the list keeps growing
-
-
 def _make_capture(cls: Any) -> Any:
     capture_obj = cls() if isinstance(cls, type) else cls
     for attr in ("hook", "clear", "outputs"):
@@ -473,7 +440,7 @@ def _check_clear(cls: Any) -> None:
     n = len(capture_obj.outputs)
     if n != 1:
         raise Mistake(f"after three runs with clear() before each, self.outputs holds {n} items, expected 1: "
-                      "clear() should empty the list (self.outputs.clear()).")
+                      "clear() should empty the list.")
 
 
 capture = Exercise(
@@ -483,5 +450,5 @@ capture = Exercise(
         ("stores it detached (no graph kept alive)", _check_detached),
         ("clear() empties the store between runs", _check_clear),
     ],
-    solution=SolutionCapture,
+    solution="hooklab.course._solutions.nb03_module_hooks:Capture",
 )

@@ -13,8 +13,8 @@ Exercises of notebook 04 (editing parameters in hooks): a max-norm constraint re
 ``weight_orig``, a weight
 logger that keeps real snapshots, and a checkpoint hook that folds a pruned weight.
 
->>> from hooklab.course.nb04_editing_parameters import max_norm, max_norm_exercise
->>> print(max_norm_exercise.check(max_norm))
+>>> from hooklab.course.nb04_editing_parameters import max_norm_exercise
+>>> print(max_norm_exercise.check(max_norm_exercise.worked()))  # the worked solution
 Max-norm constraint, recomputed in a forward pre-hook: all 7 checks passed
   ✓ has the right signature
   ✓ runs inside a forward pass without an error
@@ -41,7 +41,8 @@ from torch.nn.utils import prune
 
 from ..claims import PerRun, approx
 from ..inspection import version
-from ..lab.exercises import Exercise, Mistake, made_hook
+from ..lab.exercises import Exercise, Mistake
+from .checks import made_hook
 from ..lab.plots import LABEL, SMALL, TITLE, LiveCanvas, figure, fixed_layout, round_limit
 from .data import fit
 
@@ -208,12 +209,6 @@ _WAITING = "not written yet."
 
 
 # ---------------------------------------------------------------- exercise 1: max-norm, recomputed
-def max_norm(module, args):
-    """A forward pre-hook for a layer that keeps its trained weight as ``module.weight_orig`` (section 3b):
-    the weight the forward pass uses is ``weight_orig`` with every row limited to an L2 norm of 1.0."""
-    # torch.renorm (no underscore) builds a new tensor, recorded by autograd: weight_orig is never
-    # changed in place, and the gradient flows back to it through renorm
-    module.weight = torch.renorm(module.weight_orig, p=2, dim=0, maxnorm=1.0)
     # no return: returning something would replace the layer's input
 
 
@@ -275,7 +270,8 @@ def _run_max_norm(fn: Callable, *, twice: bool = False) -> _Run:
     return run
 
 
-_RECOMPUTE = "`module.weight = torch.renorm(module.weight_orig, p=2, dim=0, maxnorm=1.0)`"
+_RECOMPUTE = ("set `module.weight` to a new tensor: `module.weight_orig` with each row's norm limited to 1.0 "
+              "(torch has a function that renormalises rows)")
 
 
 def _explain_error(exc: BaseException) -> Mistake:
@@ -428,20 +424,11 @@ max_norm_exercise = Exercise(
      ("limits every row of the used weight to norm 1.0", _row_norms),
      ("rescales only the rows that are too long, keeping their direction", _only_long_rows)],
     hook_kind="forward_pre",
-    solution=max_norm,
+    solution="hooklab.course._solutions.nb04_editing_parameters:max_norm",
 )
 
 
 # ---------------------------------------------------------------- exercise 2: log weight snapshots
-def make_weight_logger(log):
-    """Return a forward pre-hook that appends a snapshot of ``module.weight`` to ``log``."""
-    def log_weight(module, args):
-        # detach(): no autograd history kept alive; clone(): our own memory, so later
-        # in-place updates by the optimizer cannot change what we stored
-        log.append(module.weight.detach().clone())
-    return log_weight
-
-
 def _train_with_logger(make: Callable, steps: int = 3, *, first: bool = False
                        ) -> tuple[nn.Linear, list, list[torch.Tensor], list[Any]]:
     """Train a small layer for ``steps`` steps with the learner's logger on it. Only the ``first``
@@ -500,7 +487,7 @@ def _logger_tensors(make: Callable) -> None:
                       "(module.weight.detach().clone()) so they can be compared with torch.equal.")
     if any(e is layer.weight for e in log):
         raise Mistake("you stored `module.weight` itself: every entry is the same Parameter object, so all of "
-                      "them show the latest values. Store a copy: `module.weight.detach().clone()`.")
+                      "them show the latest values. Store a copy with its own memory, cut from the graph.")
     if entry.requires_grad or entry.grad_fn is not None:
         raise Mistake("the stored tensors still belong to autograd (requires_grad=True, "
                       f"grad_fn={type(entry.grad_fn).__name__ if entry.grad_fn is not None else None}): "
@@ -517,7 +504,7 @@ def _logger_snapshots(make: Callable) -> None:
         how = ("`.detach()` alone gives a new tensor on the same memory" if version(shared[0]) == version(layer.weight)
                else "`.data` is the same memory under another name, as `.detach()` is")
         raise Mistake(f"your snapshots share memory with the weight ({how}), so the optimizer's in-place updates "
-                      "changed them afterwards. Add `.clone()`: `module.weight.detach().clone()`.")
+                      "changed them afterwards. Store a copy with its own memory.")
     for i, (got, want) in enumerate(zip(log, truth)):
         if got.shape != want.shape or not torch.equal(got, want):
             raise Mistake(f"entry {i} is not the weight as it was at forward pass {i}; store "
@@ -529,18 +516,11 @@ logger_exercise = Exercise(
     [("the hook appends once per forward pass and returns None", _logger_runs),
      ("stores detached tensors, not the Parameter", _logger_tensors),
      ("each entry keeps the values of its own step", _logger_snapshots)],
-    solution=make_weight_logger,
+    solution="hooklab.course._solutions.nb04_editing_parameters:make_weight_logger",
 )
 
 
 # ---------------------------------------------------------------- exercise 3: load a pruned checkpoint
-def fold_pruned(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
-    """A load_state_dict pre-hook: turn ``*_orig`` and ``*_mask`` pairs into the pruned tensor."""
-    for key in list(state_dict):  # a list: we change the dict while going through it
-        if key.startswith(prefix) and key.endswith("_orig"):
-            name = key[: -len("_orig")]
-            mask = state_dict.pop(name + "_mask")
-            state_dict[name] = state_dict.pop(key) * mask
     # no return: PyTorch ignores it. The hook changes the dict (its keys) in place; `orig * mask` is a new
     # tensor, so the caller's checkpoint tensors stay as they were
 
@@ -712,7 +692,7 @@ def _checkpoint_untouched(fn: Callable) -> None:
         raise Mistake(f"the caller's checkpoint changed: its `{changed[0]}` holds other values after loading. "
                       "Your hook changed a tensor of `state_dict` in place (`mul_`, `*=`); `load_state_dict` "
                       "hands the hook a copy of the dict, but the tensors in it are the caller's (section 6). "
-                      "Put a new tensor under the key: `state_dict[name] = state_dict.pop(key) * mask`.")
+                      "Put a new tensor (the product of the two) under the key instead.")
 
 
 def _plain_still_loads(fn: Callable) -> None:
@@ -799,5 +779,5 @@ fold_exercise = Exercise(
      ("leaves the caller's checkpoint unchanged", _checkpoint_untouched),
      ("an ordinary checkpoint still loads unchanged", _plain_still_loads),
      ("changes only the keys under `prefix` (a hook on one part of a bigger model)", _only_its_prefix)],
-    solution=fold_pruned,
+    solution="hooklab.course._solutions.nb04_editing_parameters:fold_pruned", level="stretch",
 )

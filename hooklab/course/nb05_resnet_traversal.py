@@ -23,11 +23,11 @@ Exercises of notebook 05 (traversing a ResNet): save outputs by name, count call
 
 Each ``Exercise`` runs the learner's function on small models built here (a conv -> BatchNorm ->
 in-place ReLU stem; residual blocks that are not ``nn.Sequential`` and call one ReLU twice) and
-names the typical mistakes. The worked solutions are the functions ``make_saver``,
-``count_calls`` and ``make_grad_saver``.
+names the typical mistakes. The worked solutions are in ``hooklab.course._solutions``, imported only
+when one is shown.
 
->>> from hooklab.course.nb05_resnet_traversal import saver_exercise, make_saver
->>> print(saver_exercise.check(make_saver))
+>>> from hooklab.course.nb05_resnet_traversal import saver_exercise
+>>> print(saver_exercise.check(saver_exercise.worked()))  # the worked solution
 Save outputs by name: all 5 checks passed
   ✓ returns a forward hook
   ✓ stores one entry per module, under its name
@@ -45,7 +45,8 @@ import torch
 from torch import nn
 
 from ..table import Table
-from ..lab.exercises import Exercise, Mistake, grad_of, made_hook
+from ..lab.exercises import Exercise, Mistake
+from .checks import grad_of, made_hook
 from ..hooks import Hooks
 from ..inspection import count_hooks
 from ..claims import approx
@@ -159,13 +160,6 @@ def _names(model: nn.Module) -> dict[nn.Module, str]:
 
 
 # ---------------------------------------------------------------- exercise 1: save outputs by name
-def make_saver(name: str, store: dict) -> Callable:
-    """Return a forward hook that keeps a detached copy of the module's latest output in store[name]."""
-    def hook(module, args, output):
-        store[name] = output.detach().clone()  # detach: no graph; clone: in-place ops can't change it
-    return hook
-
-
 def _run_saver(fn: Callable, runs: int = 2) -> tuple[dict, list[dict[str, torch.Tensor]], nn.Module]:
     """Register ``fn(name, store)`` on every module of the stem; run it ``runs`` times; return the
     store and what the true outputs were in each run (recorded with hooklab's own recorder)."""
@@ -233,7 +227,7 @@ def _a_copy(fn: Callable) -> None:
     if (bn < 0).sum() == 0 and (truth[-1]["1"] < 0).sum() > 0:
         raise Mistake("the stored BatchNorm output has no negative values, but the real one had: the "
                       "in-place ReLU that runs next overwrote the tensor you stored, because detach() "
-                      "shares its memory. Store a copy: `output.detach().clone()`.")
+                      "shares its memory. Store a copy with its own memory.")
     for name, want in truth[-1].items():
         if not torch.equal(store[name], want):
             raise Mistake(f"store[{name!r}] does not hold module {name}'s output from the latest run.")
@@ -248,27 +242,11 @@ saver_exercise = Exercise(
         ("stores tensors without their graph", _no_graph),
         ("stores a copy that later in-place operations cannot change", _a_copy),
     ],
-    solution=make_saver,
+    solution="hooklab.course._solutions.nb05_resnet_traversal:make_saver",
 )
 
 
 # ---------------------------------------------------------------- exercise 2: count the calls
-def count_calls(model: nn.Module, x: torch.Tensor) -> dict[str, int]:
-    """How many times each module of `model` runs during `model(x)`, by name."""
-    names = {module: name for name, module in model.named_modules()}  # built once
-    counts: dict[str, int] = {}
-
-    def count(module, args, output):
-        counts[names[module]] = counts.get(names[module], 0) + 1
-
-    with Hooks() as hooks:  # removes every hook on exit, also if model(x) raises
-        for name, module in model.named_modules():
-            if name:  # skip the model itself
-                hooks.forward(module, count, key=name)
-        model(x)
-    return counts
-
-
 def _expected_counts(model: nn.Module) -> dict[str, int]:
     counts = {n: 1 for n, _ in model.named_modules() if n}
     for n, m in model.named_modules():
@@ -350,23 +328,11 @@ count_exercise = Exercise(
         ("leaves no hook behind", _hooks_removed),
         ("gives the same counts when called again", _same_twice),
     ],
-    solution=count_calls,
+    solution="hooklab.course._solutions.nb05_resnet_traversal:count_calls",
 )
 
 
 # ---------------------------------------------------------------- exercise 3: save gradients by name
-def make_grad_saver(name: str, grads: dict) -> Callable:
-    """Return a forward hook that, through a tensor hook on the output, keeps the gradient
-    with respect to the module's output in grads[name]."""
-    def hook(module, args, output):
-        if output.requires_grad:  # under torch.no_grad() there is no gradient to wait for
-            def save(grad):
-                grads[name] = grad.detach().clone()  # return nothing: the gradient flows on unchanged
-            output.register_hook(save)
-        # return nothing: the output stays as it is
-    return hook
-
-
 def _run_grads(fn: Callable) -> tuple[dict, dict[str, torch.Tensor], dict[str, torch.Tensor], nn.Module]:
     """Register ``fn(name, grads)`` on every module of the stem, run forward + backward; return
     the learner's grads, the true gradients, the true parameter gradients, and the model."""
@@ -407,7 +373,7 @@ def _grad_by_name(fn: Callable) -> None:
     grads, truth, _, _ = _run_grads(fn)
     if not grads:
         raise Mistake("no gradient was stored: inside the forward hook, register a tensor hook on the output "
-                      "(`output.register_hook(save)`) whose `save(grad)` writes `grads[name] = ...`.")
+                      "whose function stores the gradient it receives under the module's name.")
     if any(isinstance(k, nn.Module) for k in grads):
         raise Mistake("the gradients are keyed by module objects: use the name given to make_grad_saver.")
     for name, want in truth.items():
@@ -453,8 +419,8 @@ def _grad_no_grad(fn: Callable) -> None:
         except RuntimeError as exc:
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise Mistake(f"under torch.no_grad() your hook fails ({first}): outputs then "
-                          "do not require grad, and a tensor hook cannot go on them. Check "
-                          "`if output.requires_grad:` first.") from None
+                          "do not require grad, and a tensor hook cannot go on them. Register the "
+                          "tensor hook only on an output that requires grad.") from None
 
 
 grad_exercise = Exercise(
@@ -465,5 +431,5 @@ grad_exercise = Exercise(
         ("leaves the gradients themselves unchanged", _grad_unchanged),
         ("works under torch.no_grad()", _grad_no_grad),
     ],
-    solution=make_grad_saver,
+    solution="hooklab.course._solutions.nb05_resnet_traversal:make_grad_saver", level="stretch",
 )

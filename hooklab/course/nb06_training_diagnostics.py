@@ -22,7 +22,7 @@ tensor, let alone an autograd graph, alive.
 Exercises of notebook 06 (training diagnostics), with checkers and worked solutions.
 
 >>> import hooklab.course.nb06_training_diagnostics as ex
->>> print(ex.clip_grad.check(ex.clip_grad_hook))
+>>> print(ex.clip_grad.check(ex.clip_grad.worked()))  # the worked solution
 Clip each weight's gradient norm to 1: all 4 checks passed
   ✓ has the right signature
   ✓ scales a gradient of norm 5 down to norm 1, same direction
@@ -42,7 +42,8 @@ from matplotlib.ticker import NullLocator
 from torch import nn
 
 from ..table import Table
-from ..lab.exercises import Exercise, Mistake, grad_of, made_hook
+from ..lab.exercises import Exercise, Mistake
+from .checks import grad_of, made_hook
 from ..hooks import HookOwner, Hooks
 from ..lab.plots import LABEL, SMALL, TITLE, LiveCanvas, figure, fixed_layout
 from ..claims import approx
@@ -545,18 +546,6 @@ class LabPicture:
 
 
 # ---------------------------------------------------------------- 1: a statistics hook
-def make_stats_hook(store):
-    def record(module, args, output):
-        a = output.detach()
-        per_channel_max = a.amax(dim=(0, 2, 3))  # the largest value of each channel
-        store.append({
-            "mean": a.mean().item(),
-            "std": a.std().item(),
-            "dead": (per_channel_max <= 0).float().mean().item(),
-        })
-    return record
-
-
 def _batch() -> torch.Tensor:
     # 4 channels; channel 1 is zero everywhere, channel 3 zero except one position (alive)
     g = torch.Generator().manual_seed(3)
@@ -629,17 +618,11 @@ stats_hook = Exercise(
         ("appends one dict of floats per call", _check_floats),
         ("mean, std and dead-unit share are right", _check_values),
     ],
-    solution=make_stats_hook,
+    solution="hooklab.course._solutions.nb06_training_diagnostics:make_stats_hook",
 )
 
 
 # ---------------------------------------------------------------- 2: clip a gradient's norm
-def clip_grad_hook(param):
-    norm = param.grad.norm()
-    if norm > 1.0:
-        param.grad.mul_(1.0 / norm)
-
-
 def _param_with_grad(grad: list[float]) -> torch.Tensor:
     p = torch.zeros(len(grad), requires_grad=True)
     p.grad = torch.tensor(grad)
@@ -653,7 +636,7 @@ def _check_scales_down(fn: Callable) -> None:
     if torch.allclose(got, torch.tensor([3.0, -4.0])):
         hint = (" Your hook returned a value instead: a post-accumulate-grad hook must return None "
                 "(PyTorch raises a RuntimeError otherwise)." if result is not None else "")
-        raise Mistake("param.grad is unchanged. Change it in place, e.g. param.grad.mul_(1 / norm)." + hint)
+        raise Mistake("param.grad is unchanged. Scale it in place, by 1 over its norm." + hint)
     if result is not None:
         raise Mistake("your hook returns a value: a post-accumulate-grad hook must return None (PyTorch raises "
                       "a RuntimeError otherwise). Change param.grad in place and end without `return`.")
@@ -697,5 +680,5 @@ clip_grad = Exercise(
         ("works inside a real backward pass", _check_in_backward),
     ],
     hook_kind="post_accumulate_grad",
-    solution=clip_grad_hook,
+    solution="hooklab.course._solutions.nb06_training_diagnostics:clip_grad_hook", level="stretch",
 )

@@ -20,7 +20,7 @@ keeps working when an in-place ``ReLU`` follows the layer.
 Exercises of notebook 07 (Grad-CAM), with checkers and worked solutions.
 
 >>> import hooklab.course.nb07_grad_cam as ex
->>> ex.heat_map.check(ex.my_cam).passed, ex.cam_hooks.check(ex.make_cam_hook).passed
+>>> ex.heat_map.check(ex.heat_map.worked()).passed, ex.cam_hooks.check(ex.cam_hooks.worked()).passed
 (True, True)
 """
 
@@ -34,7 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..lab.exercises import Exercise, Mistake, made_hook
+from ..lab.exercises import Exercise, Mistake
+from .checks import made_hook
 from ..hooks import HookOwner, Hooks
 from ..claims import approx
 from ..selection import module as find_module
@@ -47,12 +48,14 @@ if TYPE_CHECKING:
 
 
 
-def cam_from(activations: torch.Tensor, gradients: torch.Tensor, size: Sequence[int] | None = None) -> torch.Tensor:
+def cam_from(activations: torch.Tensor, gradients: torch.Tensor, size: Sequence[int] | None = None,
+             scaled: bool = True) -> torch.Tensor:
     """The Grad-CAM heat maps ``[N, H, W]`` from a layer's output and its gradient (both ``[N, C, h, w]``).
 
     Channel weights are the gradients averaged over the positions; the weighted sum of the channels
     goes through a ReLU (only evidence *for* the class), is scaled up to ``size`` (bilinear) and
-    divided by its maximum, so every map lies in ``[0, 1]`` (an all-zero map stays zero).
+    divided by its maximum, so every map lies in ``[0, 1]`` (an all-zero map stays zero); ``scaled=False``
+    leaves out the division.
 
     >>> a = torch.zeros(1, 2, 2, 2); a[0, 0, 0, 0] = 1.0
     >>> g = torch.ones(1, 2, 2, 2)
@@ -67,6 +70,8 @@ def cam_from(activations: torch.Tensor, gradients: torch.Tensor, size: Sequence[
     if size is not None and tuple(size) != tuple(cam.shape[-2:]):
         cam = F.interpolate(cam, size=tuple(size), mode="bilinear", align_corners=False)
     cam = cam[:, 0]
+    if not scaled:
+        return cam
     top = cam.flatten(1).amax(dim=1).clamp(min=1e-12).view(-1, 1, 1)
     return cam / top
 
@@ -366,11 +371,6 @@ def _cross(picture: np.ndarray, peak: list[int], scale: int) -> None:
 
 
 # ---------------------------------------------------------------- 1: the heat map from A and dA
-def my_cam(activations, gradients):
-    weights = gradients.mean(dim=(2, 3), keepdim=True)   # one weight per channel: [N, C, 1, 1]
-    return torch.relu((weights * activations).sum(dim=1))  # [N, h, w]
-
-
 def _case() -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(7)
     a = torch.relu(torch.randn(2, 3, 4, 4, generator=g))
@@ -401,7 +401,7 @@ def _check_shape(fn: Callable) -> None:
 def _check_values(fn: Callable) -> None:
     out = _call_cam(fn)
     a, g = _case()
-    expected = my_cam(a, g)
+    expected = cam_from(a, g, scaled=False)
     if out.shape != expected.shape:
         raise Mistake("fix the shape first (see above).")
     if (out < 0).any():
@@ -409,32 +409,22 @@ def _check_values(fn: Callable) -> None:
                       "torch.relu to the weighted sum.")
     if torch.allclose(out, torch.relu((g * a).sum(dim=1)), atol=1e-5):
         raise Mistake("you multiplied each position's gradient by its activation. Grad-CAM first averages "
-                      "the gradient over the positions (one weight per channel: gradients.mean(dim=(2, 3), "
-                      "keepdim=True)), then weights the channels with it.")
+                      "the gradient over the positions (one weight per channel), then weights the channels "
+                      "with it.")
     if not torch.allclose(out, expected, atol=1e-5):
-        raise Mistake("the values are off: weights = gradients.mean(dim=(2, 3), keepdim=True); "
-                      "heat = relu((weights * activations).sum(dim=1)).")
+        raise Mistake("the values are off: each channel's weight is its gradient averaged over the positions; "
+                      "the map is the ReLU of the weighted sum of the channels.")
 
 
 heat_map = Exercise(
     "The Grad-CAM heat map from a layer's output and its gradient",
     [("returns one map per image, [N, h, w]", _check_shape),
      ("weights the channels by their mean gradient, then ReLU", _check_values)],
-    solution=my_cam,
+    solution="hooklab.course._solutions.nb07_grad_cam:my_cam",
 )
 
 
 # ---------------------------------------------------------------- 2: the two hooks
-def make_cam_hook(saved):
-    def save(module, args, output):
-        saved["activations"] = output.detach().clone()   # clone: an in-place op may follow
-
-        def save_grad(grad):
-            saved["gradients"] = grad.detach()
-        output.register_hook(save_grad)                   # fires during backward
-    return save
-
-
 def _tiny() -> tuple[nn.Sequential, torch.Tensor]:
     return seeded(5, lambda: (nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.ReLU(inplace=True)),
                               torch.randn(2, 1, 5, 5)))
@@ -469,11 +459,11 @@ def _check_activations(make: Callable) -> None:
     if act is None:
         raise Mistake("saved['activations'] is missing: store the layer's output there in the forward hook.")
     if act.grad_fn is not None or act.requires_grad:
-        raise Mistake("saved['activations'] still belongs to the autograd graph: store output.detach().clone().")
+        raise Mistake("saved['activations'] still belongs to the autograd graph: store a copy cut from the graph.")
     if torch.allclose(act, torch.relu(pre_relu)) and not torch.allclose(act, pre_relu):
         raise Mistake("saved['activations'] has no negative values left: the in-place ReLU after the layer "
-                      "overwrote it, because .detach() shares memory with the output. Store "
-                      "output.detach().clone().")
+                      "overwrote it, because .detach() shares memory with the output. Store a copy with its "
+                      "own memory.")
     if not torch.allclose(act, pre_relu, atol=1e-6):
         raise Mistake("saved['activations'] is not the layer's output.")
 
@@ -483,7 +473,7 @@ def _check_gradients(make: Callable) -> None:
     grad = saved.get("gradients")
     if grad is None:
         raise Mistake("saved['gradients'] is missing after backward. Inside the forward hook, register a tensor "
-                      "hook on the output: output.register_hook(save_grad), where save_grad(grad) stores grad.")
+                      "hook on the output; it receives the gradient during backward and stores it.")
     if not isinstance(grad, torch.Tensor) or grad.shape != pre_relu.shape:
         raise Mistake(f"saved['gradients'] should be a tensor shaped like the output {list(pre_relu.shape)}.")
     if grad.requires_grad:
@@ -497,5 +487,5 @@ cam_hooks = Exercise(
     "Grad-CAM's two hooks: a forward hook that registers a tensor hook",
     [("stores the output, detached and cloned, and returns nothing", _check_activations),
      ("stores the gradient with respect to the output", _check_gradients)],
-    solution=make_cam_hook,
+    solution="hooklab.course._solutions.nb07_grad_cam:make_cam_hook",
 )

@@ -18,7 +18,7 @@ checkpointing, saved tensors. The helpers and exercises of notebook 08.
 
 Exercises of notebook 08, with checkers and worked solutions.
 
->>> print(clamp.check(clamp_step))
+>>> print(clamp.check(clamp.worked()))  # the worked solution
 A clamp that holds under accumulation and GradScaler: all 4 checks passed
   ✓ clamps the gradient summed over 3 micro-batches, without a scaler
   ✓ clamps the true gradient while GradScaler scales by 65536
@@ -43,7 +43,8 @@ from torch import nn
 
 from ..claims import approx
 from ..inspection import in_backward
-from ..lab.exercises import Exercise, Mistake, grad_of, made_hook
+from ..lab.exercises import Exercise, Mistake
+from .checks import grad_of, made_hook
 
 SEED = 0
 #: this module under the name the notebook gives it, so that a worked solution reads as it runs there
@@ -415,12 +416,6 @@ def ddp_worker(rank, world_size, port, results):
 
 # ------------------------------------------------------------------------ exercises
 # ----------------------------------------------------------- 1: a clamp that survives accumulation and AMP
-def clamp_step(optimizer, scaler, limit=1.0):
-    scaler.unscale_(optimizer)  # true units from here on; scaler.step will not unscale again
-    params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-    torch.nn.utils.clip_grad_value_(params, limit)
-
-
 def _run_clamp(fn: Callable, grad: list[float], *, scale: float | None) -> tuple[torch.Tensor, torch.Tensor, Any]:
     """Three micro-batches, each giving ``grad``; then ``fn(optimizer, scaler)``; returns the gradient
     after ``fn``, the weight after ``scaler.step`` (lr 1) and an error from ``scaler.step``, if any."""
@@ -570,19 +565,11 @@ clamp = Exercise(
         ("leaves a float16 overflow for scaler.step to find (the step is skipped, the scale halves)",
          _check_overflow),
     ],
-    solution=clamp_step,
+    solution="hooklab.course._solutions.nb08_training_loops:clamp_step",
 )
 
 
 # ----------------------------------------------------------- 2: count each real forward pass once
-def make_stats_hook(store):
-    def record(module, args, output):
-        if nb08.in_backward():  # a checkpoint recomputing the segment: not a new forward pass
-            return
-        store.append(output.detach().mean().item())
-    return record
-
-
 def _stats_run(make_hook: Callable, *, checkpointed: bool, passes: int, no_grad: bool = False) -> tuple[list, list]:
     store: list = []
     hook = made_hook(make_hook, store, kind="forward", call="make_stats_hook(store)", inner="record")
@@ -655,24 +642,12 @@ stats_once = Exercise(
         ("records one mean per forward pass under checkpointing", _check_checkpointed),
         ("still records a forward pass under torch.no_grad()", _check_no_grad),
     ],
-    solution=make_stats_hook,
+    solution="hooklab.course._solutions.nb08_training_loops:make_stats_hook", level="stretch",
 )
 
 
 # ----------------------------------------------------------- 3: load a checkpoint saved from DDP or torch.compile
 PREFIXES = ("module.", "_orig_mod.")
-
-
-def strip_prefixes(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
-    for key in list(state_dict):  # a list: the loop changes the dict
-        rest = key[len(prefix):] if key.startswith(prefix) else None
-        if rest is None:
-            continue
-        stripped = rest
-        while stripped.startswith(("module.", "_orig_mod.")):
-            stripped = stripped.split(".", 1)[1]
-        if stripped != rest:
-            state_dict[prefix + stripped] = state_dict.pop(key)
 
 
 def _target() -> nn.Module:
@@ -825,5 +800,5 @@ strip = Exercise(
         ("leaves the caller's dict and its tensors untouched", _check_untouched),
         ("loads through a hook on the submodule fc (prefix 'fc.')", _check_on_submodule),
     ],
-    solution=strip_prefixes,
+    solution="hooklab.course._solutions.nb08_training_loops:strip_prefixes", level="stretch",
 )

@@ -9,8 +9,8 @@ output's structure.
 >>> brief({"module": "lstm", "hooks": 0, "std": 0.25}, "module", "std")
 'module=lstm, std=0.25'
 
->>> from hooklab.course.nb09_bring_your_own_model import find_tensors, tensor_paths
->>> print(find_tensors.check(tensor_paths))
+>>> from hooklab.course.nb09_bring_your_own_model import find_tensors
+>>> print(find_tensors.check(find_tensors.worked()))  # the worked solution
 Find every tensor in an output: all 4 checks passed
   ✓ a tensor is found at 'output'
   ✓ walks tuples and lists, depth first
@@ -26,10 +26,11 @@ import torch
 from torch import nn
 
 from ..lab.exercises import Exercise, Mistake
+from ..nested import map_tensors
 from ..hooks import Hooks
 from .data import seeded
 
-__all__ = ["brief", "tensor_paths", "find_tensors", "make_scaler", "scale_everything"]
+__all__ = ["brief", "find_tensors", "scale_everything"]
 
 
 def brief(state: dict[str, Any], *keys: str) -> str:
@@ -41,20 +42,6 @@ def brief(state: dict[str, Any], *keys: str) -> str:
 
 
 # ---------------------------------------------------------------- exercise 1: every tensor in an output
-def tensor_paths(output, path="output"):
-    """Every tensor in `output` as (path, tensor) pairs, depth first."""
-    if isinstance(output, torch.Tensor):
-        return [(path, output)]
-    found = []
-    if isinstance(output, (tuple, list)):
-        for i, item in enumerate(output):
-            found += tensor_paths(item, f"{path}[{i}]")
-    elif isinstance(output, dict):
-        for key, item in output.items():
-            found += tensor_paths(item, f"{path}[{key!r}]")
-    return found  # anything else (None, a number, a string) holds no tensor
-
-
 def _paths(fn: Callable, output: Any) -> list[tuple[str, Any]]:
     got = fn(output)
     if got is None:
@@ -126,29 +113,11 @@ find_tensors = Exercise(
      ("walks tuples and lists, depth first", _check_sequences),
      ("walks dicts, with the key in the path", _check_dicts),
      ("skips what is not a tensor", _check_skips)],
-    solution=tensor_paths,
+    solution="hooklab.course._solutions.nb09_bring_your_own_model:tensor_paths",
 )
 
 
 # ---------------------------------------------------------------- exercise 2: an intervention for any output
-def make_scaler(factor):
-    """Return a forward hook that multiplies every floating-point tensor of the output by `factor`."""
-    def scale(value):
-        if isinstance(value, torch.Tensor):
-            return value * factor if value.is_floating_point() else value  # a new tensor: nothing in place
-        if isinstance(value, tuple):
-            return tuple(scale(v) for v in value)
-        if isinstance(value, list):
-            return [scale(v) for v in value]
-        if isinstance(value, dict):
-            return {k: scale(v) for k, v in value.items()}
-        return value
-
-    def hook(module, args, output):
-        return scale(output)  # what a forward hook returns replaces the output
-    return hook
-
-
 class _Tagger(nn.Module):
     """Returns scores and the token ids they were computed for (an integer tensor)."""
 
@@ -168,7 +137,7 @@ def _run(make: Callable, module: nn.Module, *args: Any) -> tuple[Any, Any, list[
     hook = make(3.0)
     if not callable(hook):
         raise Mistake(f"make_scaler returned {type(hook).__name__}, not a function: define "
-                      "`def hook(module, args, output): ...` inside it and `return hook`.")
+                      "the forward hook inside it and return the function itself.")
     seen: list[Any] = []
 
     def remember(m: nn.Module, a: Any, out: Any) -> None:
@@ -202,7 +171,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _scaled(value: Any) -> Any:
-    return make_scaler(3.0)(None, (), value)
+    return map_tensors(value, lambda t: t * 3.0)  # every floating-point tensor, in any container
 
 
 def _check_hook(make: Callable) -> None:
@@ -210,7 +179,7 @@ def _check_hook(make: Callable) -> None:
     plain, edited, _ = _run(make, layer, torch.ones(1, 2))
     if edited is None or _same(edited, plain):
         raise Mistake("the output did not change: a forward hook changes the output only by returning the new "
-                      "one (`return scale(output)`); assigning to `output` inside the hook does nothing.")
+                      "one; assigning to `output` inside the hook does nothing.")
     if not _same(edited, plain * 3):
         raise Mistake("for a Linear layer the output should be 3 × the plain output with make_scaler(3.0).")
 
@@ -271,5 +240,5 @@ scale_everything = Exercise(
      ("keeps an LSTM's (output, (h, c)) and scales each tensor", _check_lstm),
      ("keeps a dict's keys and leaves integer tensors alone", _check_dict),
      ("changes nothing in place", _check_not_in_place)],
-    solution=make_scaler,
+    solution="hooklab.course._solutions.nb09_bring_your_own_model:make_scaler", level="stretch",
 )

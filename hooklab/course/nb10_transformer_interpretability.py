@@ -39,7 +39,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..lab.exercises import Exercise, Mistake, made_hook
+from ..lab.exercises import Exercise, Mistake
+from .checks import made_hook
 from ..hooks import Hooks
 from ..table import Table
 from ..claims import approx
@@ -50,8 +51,7 @@ from .data import seeded
 
 __all__ = ["DIGITS", "MARKER", "QUERY", "VOCAB", "LENGTH", "TOKENS", "text", "make_batch", "Pairs", "make_pairs",
            "TinyTransformer", "Trained", "train", "logit_diff", "accuracy", "share", "table", "draw_map", "draw_lab",
-           "make_head_patch", "head_patch_exercise", "make_steering_hook", "steering_exercise", "run_with_hooks",
-           "run_with_hooks_exercise", "trained_copy"]
+           "head_patch_exercise", "steering_exercise", "run_with_hooks_exercise", "trained_copy"]
 
 #: The digits are tokens 0-9; then the marker and the query.
 DIGITS, MARKER, QUERY = 10, 10, 11
@@ -329,16 +329,6 @@ def draw_lab(fig: Any, values: torch.Tensor, rows: Sequence[str], tokens: torch.
 
 
 # ---------------------------------------------------------------------- exercise 1: patch one head
-def make_head_patch(clean_heads, head, head_dim):
-    """A forward pre-hook for `attn.out_proj` that puts one head's output from the clean run in place."""
-    def patch_head(module, args):
-        heads_out = args[0].clone()                    # [batch, position, heads * head_dim]; a copy
-        columns = slice(head * head_dim, (head + 1) * head_dim)
-        heads_out[..., columns] = clean_heads[..., columns]
-        return (heads_out,)                            # a pre-hook returns the new positional arguments
-    return patch_head
-
-
 def _heads_input(seed: int) -> torch.Tensor:
     # 3 heads of 4 columns; 9 positions, so that indexing the positions with the head's columns shows
     return torch.randn(2, 9, 3 * 4, generator=torch.Generator().manual_seed(seed))
@@ -385,15 +375,15 @@ def _head_case(make: Callable, head: int = 1) -> _HeadCase:
 def _check_head_returns(make: Callable) -> None:
     case = _head_case(make)
     if isinstance(case.returned, list):
-        raise Mistake("your pre-hook returned a list: return a tuple, `(heads_out,)`. PyTorch puts anything that "
+        raise Mistake("your pre-hook returned a list: return a tuple. PyTorch puts anything that "
                       "is not a tuple into one, so out_proj would get the list itself.")
     if case.returned is None:
         if not torch.equal(case.got, case.corrupted_before):
             raise Mistake("your pre-hook edits args[0] in place and returns nothing: that tensor belongs to the "
                           "attention's computation (and to any other hook that holds it). Clone it, edit the copy "
-                          "and `return (heads_out,)`.")
+                          "and return it in a tuple.")
         raise Mistake("out_proj got its input unchanged: a forward pre-hook changes the input only by returning "
-                      "the new arguments, `return (heads_out,)`.")
+                      "the new arguments, as a tuple.")
 
 
 def _span(indices: list[int]) -> str:
@@ -409,8 +399,7 @@ def _check_head_columns(make: Callable) -> None:
     positions = [p for p in range(got.shape[1]) if torch.equal(got[:, p], clean[:, p])]
     if positions and len(positions) < got.shape[1]:
         raise Mistake(f"you took positions {_span(positions)} from the clean run: heads_out[:, columns] indexes "
-                      "dimension 1, the positions. The heads are the last dimension: "
-                      "heads_out[..., columns] = clean_heads[..., columns].")
+                      "dimension 1, the positions. The heads are the last dimension.")
     from_clean = sorted({int(c) for c in ((got == clean) & (clean != corrupted)).nonzero()[:, -1].tolist()})
     if from_clean == mine and torch.equal(got[..., 4:8], clean[..., 4:8]):
         others = [0, 1, 2, 3, 8, 9, 10, 11]
@@ -425,12 +414,12 @@ def _check_head_columns(make: Callable) -> None:
         raise Mistake("you patched every head: take only the columns of head `head` from the clean run.")
     if from_clean == list(range(0, 4)) or from_clean == list(range(8, 12)):
         raise Mistake(f"you patched columns {_span(from_clean)}; head 1, of 3 heads of 4 columns each, is columns "
-                      "4 to 7: slice(head * head_dim, (head + 1) * head_dim).")
+                      "4 to 7: head h starts at column h × head_dim.")
     if not from_clean and (got[..., mine] == 0).all():
         raise Mistake("you set head 1's columns to zero: that is ablation, not a patch. Take them from the clean "
-                      "run: heads_out[..., columns] = clean_heads[..., columns].")
+                      "run's clean_heads.")
     if not from_clean:
-        raise Mistake("nothing came from the clean run: heads_out[..., columns] = clean_heads[..., columns].")
+        raise Mistake("nothing came from the clean run: copy head `head`'s columns of clean_heads into the copy.")
     raise Mistake(f"columns {from_clean} came from the clean run; head 1, of 3 heads of 4 columns each, is "
                   "columns 4 to 7.")
 
@@ -454,7 +443,7 @@ head_patch_exercise = Exercise(
      ("takes exactly one head's columns from the clean run", _check_head_columns),
      ("leaves the cached clean run as it was", _check_head_clean_kept),
      ("leaves the tensor it received as it was", _check_head_input_kept)],
-    solution=make_head_patch,
+    solution="hooklab.course._solutions.nb10_transformer_interpretability:make_head_patch",
 )
 
 
@@ -490,15 +479,6 @@ def _run_forward_hook(hook: Callable, layer: nn.Module, x: torch.Tensor) -> _Run
         hooks.forward(layer, learner)
         result = layer(x)
     return _Run(returned[0], seen[0][0], seen[0][1], result)
-
-
-def make_steering_hook(vector, strength, position):
-    """A forward hook that adds `strength * vector` to the output at `position`, in every example."""
-    def steer(module, args, output):
-        steered = output.clone()
-        steered[:, position] = steered[:, position] + strength * vector  # [width] broadcasts over the batch
-        return steered
-    return steer
 
 
 def _steer_case(make: Callable, strength: float, position: int = 2) -> tuple[_Run, torch.Tensor, torch.Tensor]:
@@ -575,23 +555,11 @@ steering_exercise = Exercise(
      ("steers only that position, in every example", _check_steer_only_there),
      ("strength 0 changes nothing", _check_steer_zero),
      ("leaves the output and the vector as they were", _check_steer_kept)],
-    solution=make_steering_hook,
+    solution="hooklab.course._solutions.nb10_transformer_interpretability:make_steering_hook",
 )
 
 
 # ---------------------------------------------------------------------- exercise 3: run with hooks
-def run_with_hooks(model, tokens, fwd_hooks):
-    """Run `model(tokens)` with forward hooks on named modules; remove every hook afterwards."""
-    handles = []
-    try:
-        for name, hook in fwd_hooks:                   # in order: two hooks on one module run in this order
-            handles.append(model.get_submodule(name).register_forward_hook(hook))
-        return model(tokens)
-    finally:                                           # also when a hook or the model raises
-        for handle in handles:
-            handle.remove()
-
-
 class _Boom(Exception):
     """Raised by the checker's failing hook."""
 
@@ -707,7 +675,7 @@ run_with_hooks_exercise = Exercise(
      ("registers them in the order given", _check_run_order),
      ("leaves no hook behind", _check_run_removes),
      ("leaves no hook behind when a hook raises", _check_run_removes_on_error)],
-    solution=run_with_hooks,
+    solution="hooklab.course._solutions.nb10_transformer_interpretability:run_with_hooks", level="stretch",
 )
 
 

@@ -33,8 +33,7 @@ from .data import seeded
 
 __all__ = ["Data", "make_data", "make_model", "train", "per_sample_grads", "func_grads", "loop_grads",
            "flat_norms", "quiet_first_layer", "FIRST_LAYER_WARNING", "draw_norms",
-           "per_sample_linear", "linear_exercise", "clip_and_sum", "clip_exercise",
-           "per_sample_conv2d", "conv_exercise"]
+           "linear_exercise", "clip_exercise", "conv_exercise"]
 
 FEATURES, CLASSES, HIDDEN = 8, 4, 32
 NOISE = 0.3
@@ -176,13 +175,6 @@ def draw_norms(fig: Any, norms: torch.Tensor, flipped: torch.Tensor, clip: float
 
 
 # ---------------------------------------------------------------------- exercise 1: nn.Linear, any shape
-def per_sample_linear(a, g):
-    """Per-example weight and bias gradients of an nn.Linear from its input a and grad_output g."""
-    weight = torch.einsum("n...o,n...i->noi", g, a)   # sum over every dimension between batch and features
-    bias = torch.einsum("n...o->no", g)
-    return weight, bias
-
-
 def _linear_case(shape: tuple[int, ...], seed: int) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     layer = seeded(seed, lambda: nn.Linear(shape[-1], 3))
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
@@ -201,7 +193,7 @@ def _check_linear(fn: Callable, shape: tuple[int, ...], seed: int) -> None:
     x, g, expected = _linear_case(shape, seed)
     got = fn(x, g)
     if not isinstance(got, tuple) or len(got) != 2:
-        raise Mistake("return two tensors: `return weight, bias`.")
+        raise Mistake("return two tensors: the weight gradients first, then the bias gradients.")
     for name, value in zip(("weight", "bias"), got):
         want = expected[name]
         if not isinstance(value, torch.Tensor):
@@ -219,18 +211,11 @@ linear_exercise = Exercise(
     [("a batch of vectors [n, in]", lambda fn: _check_linear(fn, (5, 4), 0)),
      ("a batch of sequences [n, positions, in]", lambda fn: _check_linear(fn, (5, 6, 4), 1)),
      ("two dimensions between batch and features [n, h, w, in]", lambda fn: _check_linear(fn, (3, 2, 5, 4), 2))],
-    solution=per_sample_linear,
+    solution="hooklab.course._solutions.nb11_per_sample_gradients:per_sample_linear",
 )
 
 
 # ---------------------------------------------------------------------- exercise 2: clip, then add up
-def clip_and_sum(grads, max_norm):
-    """Scale each example's gradient (all parameters together) to a norm of at most max_norm, then add them up."""
-    norms = torch.cat([g.flatten(1) for g in grads.values()], dim=1).norm(dim=1)    # [n]
-    factor = (max_norm / (norms + 1e-6)).clamp(max=1.0)                               # never scales up
-    return {name: torch.einsum("n,n...->...", factor, g) for name, g in grads.items()}
-
-
 def _clip_case(seed: int = 0) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     grads = {"w": torch.randn(6, 3, 2, generator=g), "b": torch.randn(6, 3, generator=g)}
@@ -240,10 +225,21 @@ def _clip_case(seed: int = 0) -> dict[str, torch.Tensor]:
     return grads
 
 
+def _clipped_sums(grads: dict[str, torch.Tensor], max_norm: float) -> dict[str, torch.Tensor]:
+    """The reference, one example at a time (the worked solution does it for the whole batch at once)."""
+    out = {name: torch.zeros_like(g[0]) for name, g in grads.items()}
+    for i in range(len(next(iter(grads.values())))):
+        size = sum(float(g[i].pow(2).sum()) for g in grads.values()) ** 0.5
+        scale = min(1.0, max_norm / (size + 1e-6))
+        for name, g in grads.items():
+            out[name] += scale * g[i]
+    return out
+
+
 def _check_clip_values(fn: Callable) -> None:
     grads = _clip_case()
     got = fn({k: v.clone() for k, v in grads.items()}, 1.0)
-    want = clip_and_sum(grads, 1.0)
+    want = _clipped_sums(grads, 1.0)
     if not isinstance(got, dict) or set(got) != set(want):
         raise Mistake(f"return a dict with the same keys as grads ({sorted(want)}), one summed gradient each.")
     for name in want:
@@ -288,19 +284,11 @@ clip_exercise = Exercise(
     [("clips each example over all parameters together, never scales up", _check_clip_values),
      ("a huge max_norm clips nothing", _check_clip_large),
      ("leaves the per-sample gradients as they were", _check_clip_kept)],
-    solution=clip_and_sum,
+    solution="hooklab.course._solutions.nb11_per_sample_gradients:clip_and_sum",
 )
 
 
 # ---------------------------------------------------------------------- exercise 3: nn.Conv2d by unfold
-def per_sample_conv2d(conv, a, g):
-    """Per-example weight gradients of conv (groups=1) from its input a and grad_output g."""
-    patches = F.unfold(a, conv.kernel_size, dilation=conv.dilation, padding=conv.padding,
-                       stride=conv.stride)                          # [n, in * kh * kw, positions]
-    weight = torch.einsum("nop,nkp->nok", g.flatten(2), patches)   # [n, out, in * kh * kw]
-    return weight.reshape(len(a), *conv.weight.shape)
-
-
 def _conv_case(seed: int, **how: Any) -> tuple[nn.Conv2d, torch.Tensor, torch.Tensor, torch.Tensor]:
     conv = seeded(seed, lambda: nn.Conv2d(2, 3, **how))
     x = torch.randn(4, 2, 7, 6, generator=torch.Generator().manual_seed(seed))
@@ -332,5 +320,5 @@ conv_exercise = Exercise(
     [("a 3×3 kernel", lambda fn: _check_conv(fn, 0, kernel_size=3)),
      ("padding 1 and stride 2", lambda fn: _check_conv(fn, 1, kernel_size=3, padding=1, stride=2)),
      ("a 2×3 kernel with dilation 2", lambda fn: _check_conv(fn, 2, kernel_size=(2, 3), dilation=2))],
-    solution=per_sample_conv2d,
+    solution="hooklab.course._solutions.nb11_per_sample_gradients:per_sample_conv2d", level="stretch",
 )

@@ -23,6 +23,7 @@ Double it: 0 of 1 checks passed
 from __future__ import annotations
 
 import html
+import importlib
 import inspect
 import os
 import sysconfig
@@ -30,79 +31,20 @@ import textwrap
 import traceback
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
-
-import torch
+from typing import Callable, Sequence
 
 from ..kinds import check_hook_signature
 
-__all__ = ["Exercise", "Mistake", "Verdict", "Solution", "expect_close", "grad_of", "solutions_hidden"]
+__all__ = ["Exercise", "Mistake", "NotWritten", "Verdict", "Solution", "solutions_hidden"]
 
 
 class Mistake(Exception):
     """Raised by a check: its message tells the learner what is wrong and how to fix it."""
 
 
-def expect_close(actual: Any, expected: Any, what: str, *, atol: float = 1e-6) -> None:
-    """Raise :class:`Mistake` unless ``actual`` is a tensor close to ``expected``
-    (``torch.testing.assert_close`` with ``atol``), saying in words what differs.
-
-    >>> expect_close(torch.tensor([1.0, 2.0]), [1.0, 2.0], "the gradient")
-    >>> expect_close(torch.tensor([1.0, 2.5]), [1.0, 2.0], "the gradient")
-    Traceback (most recent call last):
-    ...
-    hooklab.lab.exercises.Mistake: the gradient is [1.0, 2.5], expected [1.0, 2.0].
-    """
-    if actual is None:
-        raise Mistake(f"{what} is None. Did your hook forget to `return` its result?")
-    if not isinstance(actual, torch.Tensor):
-        raise Mistake(f"{what} should be a tensor, got {type(actual).__name__}.")
-    expected = torch.as_tensor(expected, dtype=actual.dtype, device=actual.device)
-    if actual.shape != expected.shape:
-        raise Mistake(f"{what} has shape {list(actual.shape)}, expected {list(expected.shape)}.")
-    try:
-        torch.testing.assert_close(actual.detach(), expected, atol=atol, rtol=0)
-    except AssertionError:
-        raise Mistake(f"{what} is {_short(actual)}, expected {_short(expected)}.") from None
-
-
-def made_hook(make: Callable[..., Any], *args: Any, kind: str, call: str, inner: str) -> Callable[..., Any]:
-    """``make(*args)``, for an exercise that asks for a function returning a hook: the result must be
-    callable with ``kind``'s hook signature (see :func:`hooklab.kinds.check_hook_signature`), or a
-    :class:`Mistake` says what to write. ``call`` names the learner's call, ``inner`` the hook's name.
-
-    >>> made_hook(lambda store: None, [], kind="forward", call="make_hook(store)", inner="record")
-    Traceback (most recent call last):
-    ...
-    hooklab.lab.exercises.Mistake: make_hook(store) returned NoneType, not a function: return the forward hook function itself (`return record`, no parentheses).
-    """
-    hook, what = make(*args), kind.replace("_", " ") + " hook"
-    if not callable(hook):
-        raise Mistake(f"{call} returned {type(hook).__name__}, not a function: return the {what} function itself "
-                      f"(`return {inner}`, no parentheses).")
-    try:
-        check_hook_signature(hook, kind)
-    except TypeError as exc:
-        raise Mistake(f"the function {call} returns is not a {what}: {exc}") from None
-    return hook
-
-
-def grad_of(tensor: torch.Tensor, what: str = "the parameter") -> torch.Tensor:
-    """``tensor.grad``, or a :class:`Mistake` saying that no gradient arrived.
-
-    >>> grad_of(torch.ones(1, requires_grad=True), "x")
-    Traceback (most recent call last):
-    ...
-    hooklab.lab.exercises.Mistake: x got no gradient (its .grad is None): did the backward pass reach it?
-    """
-    if tensor.grad is None:
-        raise Mistake(f"{what} got no gradient (its .grad is None): did the backward pass reach it?")
-    return tensor.grad
-
-
-def _short(t: torch.Tensor) -> str:
-    values = [round(v, 4) for v in t.detach().flatten()[:6].tolist()]
-    return str(values) + (" ..." if t.numel() > 6 else "")
+class NotWritten(Mistake):
+    """Raised by a check when the learner's function is still the stub (e.g. it returns None where a
+    result is due): the verdict then says "not written yet" once, not once per check."""
 
 
 @dataclass
@@ -111,6 +53,7 @@ class Verdict:
 
     title: str
     lines: list[tuple[bool, str, str]] = field(default_factory=list)
+    written: bool = True
 
     @property
     def passed(self) -> bool:
@@ -126,8 +69,8 @@ class Verdict:
 
     def __str__(self) -> str:
         good = sum(ok for ok, _, _ in self.lines)
-        head = (f"{self.title}: all {good} checks passed" if self.passed
-                else f"{self.title}: {good} of {len(self.lines)} checks passed")
+        head = (f"{self.title}: all {good} checks passed" if self.passed else f"{self.title}: not written yet"
+                if not self.written else f"{self.title}: {good} of {len(self.lines)} checks passed")
         body = [f"  ✓ {d}" if ok else f"  ✗ {d}: {m}" for ok, d, m in self.lines]
         return "\n".join([head, *body])
 
@@ -155,19 +98,25 @@ class Exercise:
             wrong; any other exception is reported with the line that raised it (the learner's or the check's).
         hook_kind: if given (``"tensor"``, ``"forward"``, …), the signature is checked first
             and the other checks are skipped when it does not fit.
-        solution: the worked solution, shown by :meth:`solution`.
+        solution: the worked solution, shown by :meth:`solution`: a function, or ``"module:name"``, imported
+            only when it is shown (a student build leaves that module out).
+        answer: the name the learner's function gets in the notebook (default: the solution's name).
+        level: ``"core"`` (everyone does it) or ``"stretch"`` (for those who want more).
     """
 
-    def __init__(self, title: str, checks: Sequence[Check], *, hook_kind: str | None = None,
-                 with_kwargs: bool = False, solution: Callable | None = None) -> None:
-        self.title = title
-        self.checks = list(checks)
-        self.hook_kind = hook_kind
-        self.with_kwargs = with_kwargs
-        self._solution = solution
+    def __init__(self, title: str, checks: Sequence[Check], *, hook_kind: str | None = None, with_kwargs: bool = False,
+                 solution: Callable | str | None = None, answer: str = "", level: str = "core") -> None:
+        if level not in ("core", "stretch"):
+            raise ValueError(f"level must be 'core' or 'stretch', not {level!r}")
+        self.title, self.checks, self.hook_kind, self.with_kwargs = title, list(checks), hook_kind, with_kwargs
+        self.solution_ref, self.level = solution, level
+        self.answer = answer or (solution.rpartition(":")[2] if isinstance(solution, str)
+                                 else getattr(solution, "__name__", ""))
 
     def check(self, fn: Callable) -> Verdict:
-        """Run every check on ``fn`` and return the verdict (print it, or let the notebook show it)."""
+        """Run every check on ``fn`` and return the verdict (print it, or let the notebook show it).
+        An unwritten ``fn`` (it raises ``NotImplementedError``, or a check raises :class:`NotWritten`)
+        gets one line saying so, not one per check."""
         verdict = Verdict(self.title)
         if self.hook_kind is not None:
             try:
@@ -180,29 +129,49 @@ class Exercise:
             try:
                 run(fn)
                 verdict.lines.append((True, description, ""))
+            except (NotImplementedError, NotWritten) as exc:
+                verdict.written = False  # one line, and the later checks are not run
+                verdict.lines.append((False, "your code", NOT_WRITTEN if isinstance(exc, NotImplementedError)
+                                      else str(exc)))
+                return verdict
             except Mistake as exc:
                 verdict.lines.append((False, description, str(exc)))
-            except NotImplementedError:
-                verdict.lines.append((False, description, "not written yet: replace `raise NotImplementedError` "
-                                      "with your code and run the cell again."))
             except Exception as exc:  # say whose line raised: the learner's code, or the check's
                 verdict.lines.append((False, description, _raised(exc)))
         return verdict
 
+    def worked(self) -> Callable:
+        """The worked solution itself (imported now); :class:`LookupError` when this copy has none."""
+        if self.solution_ref is None or callable(self.solution_ref):
+            if self.solution_ref is None:
+                raise LookupError(f"no worked solution is attached to {self.title!r}.")
+            return self.solution_ref
+        module, _, name = self.solution_ref.partition(":")
+        try:
+            return getattr(importlib.import_module(module), name)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not module.startswith(exc.name):
+                raise
+            raise LookupError(f"{NOT_INCLUDED} ({module} is not installed)") from None
+
     def solution(self) -> "Solution":
         """The worked solution, collapsed until you open it.
 
-        With the environment variable ``HOOKLAB_HIDE_SOLUTIONS=1`` (a course that grades the
-        exercises), it shows a short notice instead of the code.
+        With the environment variable ``HOOKLAB_HIDE_SOLUTIONS=1`` it shows a short notice instead of the
+        code (a switch for one machine, not a lock: a student build leaves the solutions out altogether).
         """
-        if self._solution is None:
-            raise LookupError(f"no worked solution is attached to {self.title!r}.")
         if solutions_hidden():
             return Solution(self.title, HIDDEN_NOTICE, hidden=True)
-        return Solution(self.title, textwrap.dedent(inspect.getsource(self._solution)))
+        try:
+            code = inspect.getsource(self.worked())
+        except LookupError as exc:
+            if self.solution_ref is None:
+                raise
+            return Solution(self.title, NOT_INCLUDED if NOT_INCLUDED in str(exc) else str(exc), hidden=True)
+        return Solution(self.title, textwrap.dedent(code))
 
     def __repr__(self) -> str:
-        return f"Exercise({self.title!r}, {len(self.checks)} checks)"
+        return f"Exercise({self.title!r}, {len(self.checks)} checks, {self.level})"
 
 
 def _raised(exc: BaseException) -> str:
@@ -217,6 +186,10 @@ def _raised(exc: BaseException) -> str:
 
 #: The environment variable that hides the worked solutions (any value but "", "0", "false", "no").
 HIDE_SOLUTIONS = "HOOKLAB_HIDE_SOLUTIONS"
+#: What a verdict says, once, about a function that is still the stub.
+NOT_WRITTEN = "not written yet: replace `raise NotImplementedError` with your code and run the cell again"
+#: What :meth:`Exercise.solution` shows in a student build, which leaves the worked solutions out.
+NOT_INCLUDED = "The worked solution is not included in this copy of the course; the checker above says what is wrong."
 #: What :meth:`Exercise.solution` shows instead of the code while they are hidden.
 HIDDEN_NOTICE = ("The worked solutions are switched off for this course (HOOKLAB_HIDE_SOLUTIONS is set). "
                  "Ask your instructor, or use the checker above: it says what is still wrong.")
