@@ -42,9 +42,6 @@ SHARED_LINES = {
     "self.outputs.clear()": "03_module_hooks.ipynb",  # the same recorder
     "names = {module: name for name, module in model.named_modules()}": "05_resnet_traversal.ipynb",
     "per_channel_max = a.amax(dim=(0, 2, 3))": "06_training_diagnostics.ipynb",  # a demo cell's statistics
-    # section 6's DP-SGD step clips in plain sight; exercise 2 packages it for a dict of parameters
-    "norms = torch.cat([g.flatten(1) for g in grads.values()], dim=1).norm(dim=1)": "11_per_sample_gradients.ipynb",
-    "factor = (max_norm / (norms + 1e-6)).clamp(max=1.0)": "11_per_sample_gradients.ipynb",
     "norm = param.grad.norm()": "02_tensor_hooks.ipynb",  # a demo cell's gradient norm
     "if nb08.in_backward():": "08_training_loops.ipynb",  # a demo cell on checkpointing
 }

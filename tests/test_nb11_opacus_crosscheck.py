@@ -4,7 +4,9 @@ backward hooks; on the same model and batch it must equal what the notebook's ho
 
 * the notebook's model and data (``nb11.per_sample_grads``, loss averaged over the batch, and summed);
 * a layer called twice in one forward (both add up their calls);
-* ``nn.Conv2d``: exercise 3's worked solution (``F.unfold``) against Opacus's conv sampler.
+* ``nn.Conv2d``: exercise 3's worked solution (``F.unfold``) against Opacus's conv sampler;
+* ``nn.Embedding``: exercise 2's worked solution against Opacus's embedding sampler;
+* the notebook's DP-SGD step (noise 0) against ``DPOptimizer``: both divide by the expected batch size.
 
 Nothing is downloaded.
 """
@@ -94,3 +96,51 @@ def test_conv2d_by_unfold_equals_opacus():
     theirs = opacus_grads(model, x, y, "sum")
     torch.testing.assert_close(ours, theirs["0.weight"])
     torch.testing.assert_close(saved["g"].sum(dim=(2, 3)), theirs["0.bias"])
+
+
+def _dp_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, max_norm: float, lr: float,
+             expected_batch_size: int) -> None:
+    """Notebook 11's DP-SGD step without noise: clip each example, add up, divide by the expected batch size."""
+    grads = nb11.per_sample_grads(model, x, y)
+    factor = (max_norm / (nb11.flat_norms(grads) + 1e-6)).clamp(max=1.0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p -= lr * torch.einsum("n,n...->...", factor, grads[name]) / expected_batch_size
+
+
+@pytest.mark.parametrize("drawn", [96, 60])
+def test_the_dp_step_divides_by_the_expected_batch_size_as_dpoptimizer_does(drawn):
+    """DPOptimizer (noise 0) divides the clipped sum by expected_batch_size, whatever batch was drawn."""
+    from opacus.optimizers import DPOptimizer
+
+    data = nb11.make_data()
+    x, y = data.x[:drawn], data.y[:drawn]
+    ours, by_realised = nb11.make_model(), nb11.make_model()
+    _dp_step(ours, x, y, max_norm=1.0, lr=0.5, expected_batch_size=96)
+    _dp_step(by_realised, x, y, max_norm=1.0, lr=0.5, expected_batch_size=drawn)
+    wrapped = GradSampleModule(nb11.make_model())
+    optimizer = DPOptimizer(torch.optim.SGD(wrapped.parameters(), lr=0.5), noise_multiplier=0.0, max_grad_norm=1.0,
+                            expected_batch_size=96)
+    F.cross_entropy(wrapped(x), y).backward()
+    optimizer.step()
+    theirs = list(wrapped._module.parameters())
+    assert all(torch.allclose(p, q, atol=1e-6) for p, q in zip(ours.parameters(), theirs))
+    same_as_realised = all(torch.allclose(p, q, atol=1e-6) for p, q in zip(by_realised.parameters(), theirs))
+    assert same_as_realised == (drawn == 96), "dividing by the drawn batch's size matches only when it is 96"
+    wrapped.remove_hooks()
+
+
+def test_embedding_by_its_hooks_equals_opacus():
+    """Exercise 2's worked solution against Opacus's nn.Embedding sampler (no padding_idx: Opacus's sampler
+    does not zero that row, nn.Embedding's backward does)."""
+    model = seeded(4, lambda: nn.Sequential(nn.Embedding(11, 3), nn.Flatten(), nn.Linear(6 * 3, 2)))
+    idx = torch.randint(0, 5, (7, 6), generator=torch.Generator().manual_seed(4))  # repeated tokens
+    y = torch.randint(0, 2, (7,), generator=torch.Generator().manual_seed(5))
+    saved = {}
+    handles = [model[0].register_forward_hook(lambda m, args, out: saved.update(idx=args[0])),
+               model[0].register_full_backward_hook(lambda m, gi, go: saved.update(g=go[0]))]
+    F.cross_entropy(model(idx), y, reduction="sum").backward()
+    for handle in handles:
+        handle.remove()
+    ours = solved.per_sample_embedding(model[0], saved["idx"], saved["g"])
+    torch.testing.assert_close(ours, opacus_grads(model, idx, y, "sum")["0.weight"])

@@ -19,6 +19,8 @@ exercises (their checkers and worked solutions).
 
 from __future__ import annotations
 
+import inspect
+import math
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -33,7 +35,7 @@ from .data import seeded
 
 __all__ = ["Data", "make_data", "make_model", "train", "per_sample_grads", "func_grads", "loop_grads",
            "flat_norms", "quiet_first_layer", "FIRST_LAYER_WARNING", "draw_norms",
-           "linear_exercise", "clip_exercise", "conv_exercise"]
+           "linear_exercise", "embedding_exercise", "conv_exercise"]
 
 FEATURES, CLASSES, HIDDEN = 8, 4, 32
 NOISE = 0.3
@@ -98,7 +100,20 @@ def per_sample_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     """Per-example gradients of ``cross_entropy(model(x)[i], y[i])`` for every ``nn.Linear``'s
     parameters, from a forward hook (its input, on a stack) and a full backward hook (``grad_output``);
     a layer called more than once adds up its calls. ``reduction``: how the batch loss is reduced
-    before ``backward()`` (``"mean"`` carries ``1/n``, which is taken out again)."""
+    before the backward pass (``"mean"`` carries ``1/n``, which is taken out again).
+
+    Only ``nn.Linear`` layers are covered: a model with a trainable parameter anywhere else (an
+    ``nn.LayerNorm``, an ``nn.Embedding``, a parameter of its own) raises ``ValueError`` naming it,
+    since an "all parameters" norm over a subset would be silently wrong; freeze those parameters
+    or use :func:`func_grads`. The backward pass is ``torch.autograd.grad``: the model's ``.grad``
+    stay as they were."""
+    linears = _linears(model)
+    covered = {id(p) for m in linears.values() for p in m.parameters(recurse=False)}
+    left_out = [name for name, p in model.named_parameters() if p.requires_grad and id(p) not in covered]
+    if left_out:
+        raise ValueError(f"per_sample_grads covers nn.Linear layers only; these trainable parameters are not in "
+                         f"one: {left_out}. Freeze them (requires_grad_(False)) or use func_grads, which "
+                         "handles every parameter.")
     n, handles = len(x), []
     grads: dict[str, torch.Tensor] = {}
     scale = n if reduction == "mean" else 1
@@ -114,19 +129,18 @@ def per_sample_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
                 grads[key] = grads[key] + value if key in grads else value
         return hook
 
-    for name, m in _linears(model).items():
+    for name, m in linears.items():
         handles += [m.register_forward_hook(save), m.register_full_backward_hook(compute(name))]
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=FIRST_LAYER_WARNING)
             loss = F.cross_entropy(model(x), y, reduction=reduction)
-            torch.autograd.backward(loss, inputs=[p for p in model.parameters() if p.requires_grad])
+            torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad])
     finally:
         for handle in handles:
             handle.remove()
-        for m in _linears(model).values():
+        for m in linears.values():
             vars(m).pop("inputs", None)
-    model.zero_grad(set_to_none=True)
     return {key: grads[key] for key, _ in model.named_parameters() if key in grads}
 
 
@@ -189,21 +203,58 @@ def _linear_case(shape: tuple[int, ...], seed: int) -> tuple[torch.Tensor, torch
     return x, g, expected
 
 
-def _check_linear(fn: Callable, shape: tuple[int, ...], seed: int) -> None:
+def _linear_mistake(fn: Callable, shape: tuple[int, ...], seed: int) -> str | None:
+    """What is wrong with ``fn`` on one input shape (None: nothing)."""
     x, g, expected = _linear_case(shape, seed)
-    got = fn(x, g)
+    extra = len(shape) - 2  # dimensions between the batch and the features
+    try:
+        got = fn(x, g)
+    except RuntimeError as exc:
+        if extra and "einsum" in str(exc):
+            return (f"for input {list(shape)} your einsum raised: its subscripts name fewer dimensions than the "
+                    f"input has ({len(shape)}). The input has {extra} dimension(s) between the batch and the "
+                    "features; `...` in the subscripts stands for any number of them.")
+        raise
     if not isinstance(got, tuple) or len(got) != 2:
-        raise Mistake("return two tensors: the weight gradients first, then the bias gradients.")
+        return "return two tensors: the weight gradients first, then the bias gradients."
+    shapes = {name: want.shape for name, want in expected.items()}
+    if all(isinstance(v, torch.Tensor) for v in got) and (got[0].shape, got[1].shape) == (shapes["bias"],
+                                                                                          shapes["weight"]):
+        return "the bias gradients came first: return (weight, bias)."
     for name, value in zip(("weight", "bias"), got):
         want = expected[name]
         if not isinstance(value, torch.Tensor):
-            raise Mistake(f"the {name} gradients should be a tensor, got {type(value).__name__}.")
+            return f"the {name} gradients should be a tensor, got {type(value).__name__}."
         if value.shape != want.shape:
-            raise Mistake(f"for input {list(shape)} the {name} gradients have shape {list(value.shape)}, expected "
-                          f"{list(want.shape)}: [batch] + the {name}'s own shape.")
+            if value.shape == want.shape[1:]:
+                why = "the batch dimension was summed away: keep one gradient per example"
+            elif extra and value.shape[0] == shape[0] and value.dim() > want.dim():
+                why = ("the positions between the batch and the features are still there: a parameter used at "
+                       "every position gets the sum of their gradients")
+            elif name == "weight" and value.shape == want.shape[:1] + want.shape[1:][::-1]:
+                why = "in and out are swapped: the weight is [out, in], rows for the outputs"
+            else:
+                why = f"[batch] + the {name}'s own shape"
+            return (f"for input {list(shape)} the {name} gradients have shape {list(value.shape)}, expected "
+                    f"{list(want.shape)}: {why}.")
         if not torch.allclose(value, want, atol=1e-5):
-            raise Mistake(f"for input {list(shape)} the {name} gradients differ from torch.func's"
-                          + (": sum over the positions between the batch and the features." if len(shape) > 2 else "."))
+            positions = math.prod(shape[1:-1])
+            if extra and torch.allclose(value * positions, want, atol=1e-4):
+                return (f"for input {list(shape)} the {name} gradients are the mean over the positions: "
+                        "a parameter used at every position gets the sum of their gradients.")
+            if extra and _linear_mistake(fn, (5, 4), 0) is None:
+                return (f"for input {list(shape)} the {name} gradients differ from torch.func's (right for [n, in]): "
+                        "sum over every position between the batch and the features.")
+            return (f"for input {list(shape)} the {name} gradients differ from torch.func's: "
+                    + ("one example's weight gradient is the outer product of its g (rows: out) and its a "
+                       "(columns: in)." if name == "weight" else "one example's bias gradient is its g."))
+    return None
+
+
+def _check_linear(fn: Callable, shape: tuple[int, ...], seed: int) -> None:
+    mistake = _linear_mistake(fn, shape, seed)
+    if mistake:
+        raise Mistake(mistake)
 
 
 linear_exercise = Exercise(
@@ -215,76 +266,64 @@ linear_exercise = Exercise(
 )
 
 
-# ---------------------------------------------------------------------- exercise 2: clip, then add up
-def _clip_case(seed: int = 0) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    grads = {"w": torch.randn(6, 3, 2, generator=g), "b": torch.randn(6, 3, generator=g)}
-    grads["w"][0] *= 0.01  # example 0 is small: it must not be scaled up
-    grads["b"][0] *= 0.01
-    grads["b"][1] *= 10.0  # example 1 is large in b only: a per-parameter norm would clip w wrongly
-    return grads
+# ---------------------------------------------------------------------- exercise 2: nn.Embedding
+def _embedding_case(seed: int, repeats: bool, padding_idx: int | None = None
+                    ) -> tuple[nn.Embedding, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """An nn.Embedding(9, 3), indices [4, 5] (each example's tokens all different unless ``repeats``), a
+    grad_output [4, 5, 3], and torch.func's per-example weight gradients [4, 9, 3]."""
+    emb = seeded(seed, lambda: nn.Embedding(9, 3, padding_idx=padding_idx))
+    gen = torch.Generator().manual_seed(seed)
+    if repeats:
+        idx = torch.randint(0, 4, (4, 5), generator=gen)
+        idx[:, 1] = idx[:, 0]  # every example has at least one repeated token
+    else:
+        idx = torch.stack([torch.randperm(9, generator=gen)[:5] for _ in range(4)])
+    if padding_idx is not None:
+        idx[:, -2:] = padding_idx  # the sequences end with padding
+    g = torch.randn(4, 5, 3, generator=gen)
+
+    def one(w, i, gi):
+        return (torch.func.functional_call(emb, {"weight": w}, (i[None],)) * gi[None]).sum()
+
+    expected = torch.func.vmap(torch.func.grad(one), in_dims=(None, 0, 0))(emb.weight.detach(), idx, g)
+    return emb, idx, g, expected
 
 
-def _clipped_sums(grads: dict[str, torch.Tensor], max_norm: float) -> dict[str, torch.Tensor]:
-    """The reference, one example at a time (the worked solution does it for the whole batch at once)."""
-    out = {name: torch.zeros_like(g[0]) for name, g in grads.items()}
-    for i in range(len(next(iter(grads.values())))):
-        size = sum(float(g[i].pow(2).sum()) for g in grads.values()) ** 0.5
-        scale = min(1.0, max_norm / (size + 1e-6))
-        for name, g in grads.items():
-            out[name] += scale * g[i]
-    return out
+def _check_embedding(fn: Callable, seed: int, repeats: bool, padding_idx: int | None = None) -> None:
+    emb, idx, g, expected = _embedding_case(seed, repeats, padding_idx)
+    got = fn(emb, idx.clone(), g.clone())
+    if not isinstance(got, torch.Tensor):
+        raise Mistake(f"return the weight gradients as one tensor, got {type(got).__name__}.")
+    if got.shape != expected.shape:
+        why = ("that is one gradient per position (grad_output's shape): the weight's gradient has a row per "
+               "vocabulary entry" if got.shape == g.shape else
+               "the batch dimension was summed away: keep one gradient per example"
+               if got.shape == expected.shape[1:] else "[batch] + emb.weight.shape")
+        raise Mistake(f"the result has shape {list(got.shape)}, expected {list(expected.shape)}: {why}.")
+    if torch.allclose(got, expected, atol=1e-5):
+        return
+    rows = torch.arange(emb.num_embeddings)
+    counts = (idx[:, :, None] == rows).sum(1)  # [n, vocab]: how often each example uses each row
+    single = (counts <= 1)[..., None].expand_as(got)
+    if padding_idx is not None:
+        others = (rows != padding_idx)[None, :, None].expand_as(got)
+        if torch.allclose(got[others], expected[others], atol=1e-5):
+            raise Mistake("the padding_idx row has a gradient: nn.Embedding's backward gives that row none "
+                          "(zero), whatever grad_output holds at the padding positions.")
+    if repeats and torch.allclose(got[single], expected[single], atol=1e-5):
+        raise Mistake("the rows of tokens that appear more than once in an example are wrong (the others are "
+                      "right): such a row is the sum of the gradients at every position the token appears at; "
+                      "writing through an index keeps only one of them.")
+    raise Mistake("the gradients differ from torch.func's: row v of example i is the sum of grad_output over "
+                  "the positions of example i whose index is v, and zero for a token it does not use.")
 
 
-def _check_clip_values(fn: Callable) -> None:
-    grads = _clip_case()
-    got = fn({k: v.clone() for k, v in grads.items()}, 1.0)
-    want = _clipped_sums(grads, 1.0)
-    if not isinstance(got, dict) or set(got) != set(want):
-        raise Mistake(f"return a dict with the same keys as grads ({sorted(want)}), one summed gradient each.")
-    for name in want:
-        if not isinstance(got[name], torch.Tensor) or got[name].shape != want[name].shape:
-            raise Mistake(f"got[{name!r}] should have the parameter's shape {list(want[name].shape)} (summed over "
-                          "the examples).")
-    per_param = {k: torch.einsum("n,n...->...", (1.0 / (g.flatten(1).norm(dim=1) + 1e-6)).clamp(max=1.0), g)
-                 for k, g in grads.items()}
-    if all(torch.allclose(got[k], per_param[k], atol=1e-4) for k in want):
-        raise Mistake("each parameter was clipped on its own: one example's norm is over all its parameters "
-                      "together (concatenate them, then take the norm).")
-    for name in want:
-        expect_same(got[name], want[name], name)
-
-
-def expect_same(got: torch.Tensor, want: torch.Tensor, name: str) -> None:
-    if not torch.allclose(got, want, atol=1e-4):
-        raise Mistake(f"the sum for {name!r} is not the sum of the clipped gradients: scale example i by "
-                      "min(1, max_norm / norm_i), a small gradient is never scaled up.")
-
-
-def _check_clip_large(fn: Callable) -> None:
-    grads = _clip_case(1)
-    got = fn({k: v.clone() for k, v in grads.items()}, 1e6)
-    for name, g in grads.items():
-        if not torch.allclose(got[name], g.sum(0), atol=1e-4):
-            raise Mistake(f"with a huge max_norm nothing is clipped: the result for {name!r} should be "
-                          "grads[name].sum(0).")
-
-
-def _check_clip_kept(fn: Callable) -> None:
-    grads = _clip_case(2)
-    before = {k: v.clone() for k, v in grads.items()}
-    fn(grads, 0.5)
-    if not all(torch.equal(grads[k], before[k]) for k in grads):
-        raise Mistake("your function changed the per-sample gradients it was given (an in-place `*=`?): "
-                      "compute the scaled gradients as new tensors.")
-
-
-clip_exercise = Exercise(
-    "Clip each example's gradient, then add them up",
-    [("clips each example over all parameters together, never scales up", _check_clip_values),
-     ("a huge max_norm clips nothing", _check_clip_large),
-     ("leaves the per-sample gradients as they were", _check_clip_kept)],
-    solution="hooklab.course._solutions.nb11_per_sample_gradients:clip_and_sum",
+embedding_exercise = Exercise(
+    "Per-sample gradients of nn.Embedding",
+    [("every token once per example", lambda fn: _check_embedding(fn, 0, repeats=False)),
+     ("a token repeated in one example: its gradients add up", lambda fn: _check_embedding(fn, 1, repeats=True)),
+     ("padding_idx: the padding row gets no gradient", lambda fn: _check_embedding(fn, 2, True, padding_idx=0))],
+    solution="hooklab.course._solutions.nb11_per_sample_gradients:per_sample_embedding",
 )
 
 
@@ -302,17 +341,88 @@ def _conv_case(seed: int, **how: Any) -> tuple[nn.Conv2d, torch.Tensor, torch.Te
     return conv, x, g, expected
 
 
+class _UnfoldSpy:
+    """Records the arguments and output shape of every ``F.unfold`` call made inside the ``with`` block
+    (``nn.Unfold`` calls it too), so that a checker can say which of the conv's settings it missed."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[dict[str, Any], torch.Size]] = []
+
+    def __enter__(self) -> "_UnfoldSpy":
+        self.original = F.unfold
+        signature = inspect.signature(self.original)
+
+        def spy(*args: Any, **kwargs: Any) -> torch.Tensor:
+            out = self.original(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            self.calls.append((dict(bound.arguments), out.shape))
+            return out
+
+        F.unfold = spy
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        F.unfold = self.original
+
+
+def _pair(value: Any) -> tuple[int, ...]:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+
+
+def _unfold_mismatch(conv: nn.Conv2d, g: torch.Tensor, spy: _UnfoldSpy) -> str | None:
+    """The conv settings the learner's F.unfold call did not match, said in a sentence (None: it matched)."""
+    if not spy.calls:
+        return None
+    arguments, shape = spy.calls[-1]
+    wrong = [name for name in ("kernel_size", "stride", "padding", "dilation")
+             if _pair(arguments[name]) != _pair(getattr(conv, name))]
+    positions = g[0, 0].numel()
+    if not wrong and shape[-1] == positions:
+        return None
+    size = " × ".join(map(str, g.shape[2:]))
+    said = f"F.unfold gave {shape[-1]} positions, the conv's output has {positions} ({size})"
+    if wrong:
+        named = " and ".join(wrong) + (" differ" if len(wrong) > 1 else " differs")
+        return f"{said}: your unfold's {named} from the conv's; unfold must slide the way the conv does."
+    return f"{said}: unfold must slide the way the conv does (its stride, padding and dilation)."
+
+
 def _check_conv(fn: Callable, seed: int, **how: Any) -> None:
     conv, x, g, expected = _conv_case(seed, **how)
-    got = fn(conv, x, g)
+    with _UnfoldSpy() as spy:
+        try:
+            got = fn(conv, x, g)
+        except RuntimeError as exc:
+            mismatch = _unfold_mismatch(conv, g, spy)
+            if mismatch:
+                raise Mistake(f"with {how}, {mismatch}") from None
+            if "einsum" in str(exc) and "subscripts" in str(exc):
+                raise Mistake(f"with {how} your einsum raised: grad_output is {list(g.shape)}, four dimensions, "
+                              "while the patches have one positions dimension; give grad_output the same "
+                              "layout [n, out, positions].") from None
+            raise
+    if isinstance(got, tuple):
+        raise Mistake("return only the weight gradients, one tensor (not a tuple as in exercise 1).")
     if not isinstance(got, torch.Tensor):
         raise Mistake(f"return the weight gradients as one tensor, got {type(got).__name__}.")
     if got.shape != expected.shape:
         raise Mistake(f"the result has shape {list(got.shape)}, expected {list(expected.shape)}: "
-                      "[batch] + conv.weight.shape (reshape at the end).")
-    if not torch.allclose(got, expected, atol=1e-5):
-        raise Mistake(f"with {how} the gradients differ from torch.func's: pass the conv's kernel_size, dilation, "
-                      "padding and stride to F.unfold.")
+                      "(n, out, in, kh, kw), reshape at the end.")
+    if torch.allclose(got, expected, atol=1e-5):
+        return
+    mismatch = _unfold_mismatch(conv, g, spy)
+    if mismatch:
+        raise Mistake(f"with {how}, {mismatch}")
+    positions = g[0, 0].numel()
+    if torch.allclose(got * positions, expected, atol=1e-4):
+        raise Mistake(f"with {how} the gradients are the mean over the positions: the kernel is used at every "
+                      "position, and its gradient is the sum of theirs.")
+    if torch.allclose(got.flatten(2).sort(-1).values, expected.flatten(2).sort(-1).values, atol=1e-5):
+        raise Mistake(f"with {how} the right numbers are in the wrong places: unfold's rows are ordered "
+                      "(in, kh, kw), the order of conv.weight.flatten(1); the reshape must keep that order.")
+    raise Mistake(f"with {how} the gradients differ from torch.func's: one example's gradient is the sum over the "
+                  "positions of grad_output (per output channel) times the patch the kernel saw there.")
 
 
 conv_exercise = Exercise(

@@ -16,11 +16,14 @@ def per_sample_linear(a, g):
     return weight, bias
 
 
-def clip_and_sum(grads, max_norm):
-    """Scale each example's gradient (all parameters together) to a norm of at most max_norm, then add them up."""
-    norms = torch.cat([g.flatten(1) for g in grads.values()], dim=1).norm(dim=1)    # [n]
-    factor = (max_norm / (norms + 1e-6)).clamp(max=1.0)                               # never scales up
-    return {name: torch.einsum("n,n...->...", factor, g) for name, g in grads.items()}
+def per_sample_embedding(emb, idx, g):
+    """Per-example weight gradients of an nn.Embedding from its indices idx [n, L] and grad_output g [n, L, d]."""
+    n, d = len(idx), emb.embedding_dim
+    rows = idx.reshape(n, -1, 1).expand(-1, -1, d)   # [n, L, d]: the vocabulary row each position reads
+    weight = g.new_zeros(n, emb.num_embeddings, d).scatter_add_(1, rows, g.reshape(n, -1, d))  # repeats add up
+    if emb.padding_idx is not None:
+        weight[:, emb.padding_idx] = 0                # nn.Embedding gives its padding row no gradient
+    return weight
 
 
 def per_sample_conv2d(conv, a, g):
