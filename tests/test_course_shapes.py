@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 from torch import nn
 
 import hooklab.course.shapes as shapes
+from hooklab.course.data import fit
 
 
 def test_make_shapes_is_seeded_balanced_and_masked():
@@ -100,6 +104,55 @@ def test_train_is_deterministic_and_restores_the_threads():
     r2 = shapes.train(shapes.tiny_cnn(), data, max_steps=4)
     assert len(r1.losses) == 4 and r1.losses == r2.losses
     assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_adam_written_out_equals_torch_optim_adam_bitwise(channels_last):
+    """shapes.Adam (which spares a kernel the torch._dynamo import) trains to the same bits as
+    torch.optim.Adam with the same settings, in both layouts, a weight without a gradient included."""
+    data = shapes.make_shapes(96, seed=6)
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    images = data.images.contiguous(memory_format=layout)
+    results = []
+    for make in (lambda params: torch.optim.Adam(params, lr=0.02), lambda params: shapes.Adam(params, lr=0.02)):
+        model = shapes.init_weights(shapes.tiny_cnn(), "kaiming", seed=3).to(memory_format=layout)
+        spare = torch.ones(3, requires_grad=True)  # never gets a gradient: both leave it (and its step count) alone
+        opt = make([*model.parameters(), spare])
+        losses = [fit(model, opt, nn.functional.cross_entropy, [(images[i:i + 32], data.labels[i:i + 32])])[0]
+                  for i in (0, 32, 64, 0, 32)]
+        results.append((losses, [p.detach().clone() for p in model.parameters()], spare.detach().clone()))
+    (losses_torch, params_torch, spare_torch), (losses_ours, params_ours, spare_ours) = results
+    assert losses_ours == losses_torch
+    assert all(torch.equal(a, b) for a, b in zip(params_ours, params_torch))
+    assert torch.equal(spare_ours, spare_torch) and torch.equal(spare_ours, torch.ones(3))
+
+
+def test_train_does_not_import_torch_dynamo():
+    """A fresh process that trains with shapes.train never imports torch._dynamo (seconds of a
+    fresh kernel): the reason shapes.Adam exists."""
+    code = ("import sys; import hooklab.course.shapes as s; s.train(s.tiny_cnn(), s.make_shapes(64), max_steps=2); "
+            "print('torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_trained_models_side_by_side_equal_one_after_the_other(monkeypatch):
+    """Two models trained at once (one thread each) get the weights they get alone, and the
+    generator of the caller's thread is left as it was."""
+    monkeypatch.setattr(shapes, "_TRAINED", {})
+    monkeypatch.setattr(shapes, "default_data", lambda kind="shapes": (shapes.make_patterns(96, seed=1),
+                                                                       shapes.make_patterns(32, seed=2)))
+    torch.manual_seed(5)
+    expected_random = torch.randn(3)
+    torch.manual_seed(5)
+    together = shapes.trained_models([7, 8], kind="patterns", epochs=1)
+    assert torch.equal(torch.randn(3), expected_random)
+    monkeypatch.setattr(shapes, "_TRAINED", {})
+    alone = [shapes.trained_model(kind="patterns", epochs=1, seed=seed) for seed in (7, 8)]
+    for a, b in zip(together, alone):
+        assert a.losses == b.losses and a.test_accuracy == b.test_accuracy
+        assert all(torch.equal(x, y) for x, y in zip(a.model.state_dict().values(), b.model.state_dict().values()))
+    assert not torch.equal(together[0].model.conv1.weight, together[1].model.conv1.weight)  # two seeds, two models
 
 
 def test_tiny_cnn_leaves_the_global_generator_alone():

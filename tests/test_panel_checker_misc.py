@@ -221,10 +221,21 @@ def test_data_helpers_are_offline_and_repeatable(monkeypatch):
 def test_feature_grid_and_png():
     from hooklab.course.nb05_resnet_traversal import feature_grid
 
+    from hooklab.course.nb05_resnet_traversal import tile
+
+    maps = torch.randn(1, 5, 8, 8)
     fig = hooklab.plots.figure()
-    feature_grid(fig, torch.randn(1, 5, 8, 8), n=4, title="maps")
-    assert len(fig.axes) == 4
+    feature_grid(fig, maps, n=4, title="maps")
+    assert len(fig.axes) == 1 and fig.texts[0].get_text() == "maps"
+    picture = fig.axes[0].images[0].get_array()
+    assert picture.shape == (2 * 8 + 2, 2 * 8 + 2)  # 2 x 2 maps, a gap of 8 / 5 -> 2 pixels
+    for i in range(4):  # map i, at its place, scaled to its own range: what imshow shows for it alone
+        top, left = (i // 2) * 10, (i % 2) * 10
+        expected = (maps[0, i] - maps[0, i].min()) / (maps[0, i].max() - maps[0, i].min())
+        assert torch.allclose(torch.from_numpy(picture[top:top + 8, left:left + 8].filled()), expected, atol=1e-6)
+    assert picture.mask[8:10].all() and picture.mask[:, 8:10].all()  # the gaps are left out
     assert hooklab.plots.to_png(fig)[:4] == b"\x89PNG"
+    assert torch.equal(tile(torch.full((1, 3, 3), 2.0)), torch.zeros(3, 3))  # a constant map: 0, as imshow shows it
     with pytest.raises(ValueError, match="C, H, W"):
         feature_grid(hooklab.plots.figure(), torch.randn(8, 8))
 

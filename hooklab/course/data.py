@@ -5,7 +5,7 @@ Everything offline, nothing downloaded.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Iterable, Protocol, TypeVar
 
 import torch
 from torch import nn
@@ -60,7 +60,16 @@ def tiny_mlp(sizes: tuple[int, ...] = (4, 8, 3), *, seed: int | None = 0) -> nn.
     return seeded(seed, build)
 
 
-def fit(model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[..., torch.Tensor],
+class Optimizer(Protocol):
+    """What :func:`fit` needs of an optimizer: any ``torch.optim`` optimizer, or
+    :class:`hooklab.course.shapes.Adam`."""
+
+    def zero_grad(self) -> None: ...
+
+    def step(self) -> object: ...
+
+
+def fit(model: nn.Module, optimizer: Optimizer, loss_fn: Callable[..., torch.Tensor],
         batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> list[float]:
     """The training loop of every notebook, written out once; returns each step's loss (measured
     before that step's update)::

@@ -29,19 +29,22 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+import os
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 from torch import nn
 
 from .data import fit, seeded
-from ..threads import threads as data_threads
+from ..threads import one_thread_off_main, threads as data_threads
 from ..lab.plots import LABEL
 
 __all__ = ["SEED", "CLASSES", "PATTERNS", "Shapes", "make_shapes", "make_patterns", "tiny_cnn", "init_weights", "INITS",
-           "TrainResult", "train", "accuracy", "KINDS", "trained_model", "default_data", "plot_examples"]
+           "Adam", "TrainResult", "train", "accuracy", "KINDS", "trained_model", "trained_models", "default_data",
+           "plot_examples"]
 
 #: The seed a trained model starts from when none is given (:func:`trained_model`,
 #: :func:`hooklab.course.nb06_training_diagnostics.run`): its initial weights and the order of its batches. Set it to
@@ -270,6 +273,51 @@ def _batches(n: int, batch_size: int, epochs: int, seed: int) -> Iterator[torch.
             yield order[start:start + batch_size]
 
 
+class Adam:
+    """Adam with PyTorch's defaults (betas 0.9 and 0.999, eps 1e-8, no weight decay), written out:
+    the arithmetic of ``torch.optim.Adam`` on a CPU (its one-tensor-at-a-time path), operation for
+    operation, so a training gives the same weights to the last bit (tested against
+    ``torch.optim.Adam``). :func:`train` uses it because creating any ``torch.optim`` optimizer
+    imports ``torch._dynamo`` (PyTorch wraps its optimizers' methods to keep them out of
+    ``torch.compile``), seconds of a fresh kernel that a model trained for a lesson on something
+    else need not pay.
+
+    >>> w = torch.zeros(2, requires_grad=True)
+    >>> opt = Adam([w], lr=0.1)
+    >>> (w * torch.tensor([1.0, -1.0])).sum().backward()
+    >>> opt.step()   # Adam's first step is the learning rate, against the gradient's sign
+    >>> [round(v, 6) for v in w.tolist()]
+    [-0.1, 0.1]
+    """
+
+    def __init__(self, params: Any, lr: float = 0.001, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8) -> None:
+        self.params = [p for p in params]
+        self.lr, (self.beta1, self.beta2), self.eps = lr, betas, eps
+        self.steps = [0] * len(self.params)  # per weight, as PyTorch counts them (a weight without a gradient waits)
+        self.exp_avg = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
+        self.exp_avg_sq = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        beta1, beta2 = self.beta1, self.beta2
+        for i, (p, exp_avg, exp_avg_sq) in enumerate(zip(self.params, self.exp_avg, self.exp_avg_sq)):
+            if p.grad is None:
+                continue
+            self.steps[i] += 1
+            step = float(self.steps[i])
+            step_size = self.lr / (1 - beta1 ** step)
+            bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+            exp_avg.lerp_(p.grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.eps)
+            p.addcdiv_(exp_avg, denom, value=-step_size)
+
+
 def train(
     model: nn.Module,
     data: Shapes,
@@ -309,7 +357,7 @@ def train(
         raise ValueError("test_every needs a test set and a number of steps of at least 1.")
     layout = torch.channels_last if channels_last else torch.contiguous_format
     model.to(memory_format=layout)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = Adam(model.parameters(), lr=lr)
     order = itertools.islice(_batches(len(data), batch_size, epochs, seed), max_steps)
     images = data.images.contiguous(memory_format=layout)
     batches = ((images[i], data.labels[i]) for i in order)
@@ -320,7 +368,7 @@ def train(
     return result
 
 
-def _fit_and_test(model: nn.Module, opt: torch.optim.Optimizer, batches: Any, test: Shapes | None,
+def _fit_and_test(model: nn.Module, opt: "Adam", batches: Any, test: Shapes | None,
                   test_every: int | None) -> TrainResult:
     """The steps of :func:`train`, with a test after every ``test_every`` of them and at the end."""
     losses: list[float] = []
@@ -377,14 +425,43 @@ def trained_model(*, inplace: bool = True, epochs: int = 4, kind: str = "shapes"
     >>> result.test_accuracy >= 0.95  # doctest: +SKIP
     True
     """
-    seed = SEED if seed is None else seed
-    key = (inplace, epochs, kind, seed)
-    if key not in _TRAINED:
+    return trained_models([SEED if seed is None else seed], inplace=inplace, epochs=epochs, kind=kind)[0]
+
+
+def trained_models(seeds: Sequence[int], *, inplace: bool = True, epochs: int = 4, kind: str = "shapes"
+                   ) -> list[TrainResult]:
+    """:func:`trained_model` for each of ``seeds``. The models not trained yet train side by side,
+    as many at a time as the machine has CPU cores, each on one thread as :func:`train` always
+    trains: the same weights as one after the other (a training's sums do not depend on what runs
+    beside it), in about the time of one on two free cores.
+
+    >>> [r.test_accuracy >= 0.95 for r in trained_models([1, 2], kind="patterns")]  # doctest: +SKIP
+    [True, True]
+    """
+    keys = [(inplace, epochs, kind, seed) for seed in seeds]
+    todo = [key for key in dict.fromkeys(keys) if key not in _TRAINED]
+    if todo:
         train_set, test_set = default_data(kind=kind)
-        model = init_weights(tiny_cnn(inplace=inplace), "kaiming", seed=seed)
-        _TRAINED[key] = train(model, train_set, test=test_set, epochs=epochs, seed=seed, channels_last=True)
-    cached = _TRAINED[key]
-    return TrainResult(copy.deepcopy(cached.model).eval(), list(cached.losses), cached.test_accuracy)
+        # built here, in this thread: tiny_cnn seeds PyTorch's global generator for a moment
+        models = {key: init_weights(tiny_cnn(inplace=inplace), "kaiming", seed=key[3]) for key in todo}
+
+        def fit_one(key: tuple) -> TrainResult:
+            one_thread_off_main()  # a worker thread: one PyTorch thread, before any work
+            return train(models[key], train_set, test=test_set, epochs=epochs, seed=key[3], channels_last=True)
+
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        workers = min(len(todo), cores)
+        if workers > 1:
+            with ThreadPoolExecutor(workers, thread_name_prefix="hooklab-train") as pool:
+                results = list(pool.map(fit_one, todo))
+        else:
+            results = [fit_one(key) for key in todo]
+        _TRAINED.update(zip(todo, results))
+    copies = []
+    for key in keys:
+        cached = _TRAINED[key]
+        copies.append(TrainResult(copy.deepcopy(cached.model).eval(), list(cached.losses), cached.test_accuracy))
+    return copies
 
 
 def plot_examples(fig: Any, data: Shapes, n: int = 8, predictions: torch.Tensor | None = None, rows: int = 1) -> Any:
