@@ -2,7 +2,10 @@
 """Set up and run hooklab: one command each.
 
     python3 dev.py lab       open JupyterLab on notebooks/00_start_here.ipynb (127.0.0.1, with a token),
-                             with Binder's classroom settings (binder/overrides.json)
+                             with Binder's classroom settings (binder/overrides.json); it needs
+                             only the learner's install, requirements-lab.txt
+    python3 dev.py setup [--lab]
+                             install only: requirements.txt, or with --lab requirements-lab.txt
     python3 dev.py test      check the project: unit tests, every notebook under nbval, re-run,
                              hygiene, the browser tests (where Chromium is installed)
     python3 dev.py test --environments
@@ -23,8 +26,13 @@
                              for a class that grades the exercises: student copies of the notebooks
                              and of hooklab without the worked solutions, and an answer key (TEACHING.md)
 
-Each command first creates .venv (or reuses it) and installs requirements.txt into it when that
-file changed since the last install. Extra arguments go to the tool: `python3 dev.py test -k hooks`.
+Each command first creates .venv (or reuses it) and installs into it what it needs when that changed
+since the last install: `lab` the learner's requirements-lab.txt (the notebooks' packages and
+hooklab; on Linux, torch and torchvision from PyTorch's CPU wheel index, which leaves out the CUDA
+libraries, or from PyPI when that index cannot be reached), every other command requirements.txt
+(requirements-lab.txt and the tools that test the project, with PyPI's torch, which recorded the
+stored outputs). Both share .venv: `lab` after `test` installs nothing. Extra arguments go to the
+tool: `python3 dev.py test -k hooks`.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 import venv
 from pathlib import Path
 
@@ -42,6 +51,14 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".hooklab-installed"
+REQUIREMENTS = ROOT / "requirements.txt"
+LAB_REQUIREMENTS = ROOT / "requirements-lab.txt"
+LAB_STAMP = VENV / ".hooklab-lab-installed"
+#: PyTorch's own index of CPU-only wheels: torch and torchvision as "+cpu" builds, which pip prefers to
+#: PyPI's build of the same version (on Linux that one brings CUDA libraries, a few GB). pip counts
+#: torch==2.14.1 as installed by 2.14.1+cpu and the other way round: `lab` after `test` keeps PyPI's
+#: build; `test` after `lab` replaces the CPU build (setup).
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 SITE_REQUIREMENTS = ROOT / "requirements-site.txt"
 SITE_STAMP = VENV / ".hooklab-site-installed"
 
@@ -62,26 +79,77 @@ def say(msg: str) -> None:
     print(f"[dev] {msg}", flush=True)
 
 
+def _digest(*paths: Path) -> str:
+    return hashlib.sha256(b"".join(p.read_bytes() for p in paths)).hexdigest()
+
+
 def requirements_digest() -> str:
-    """What .venv was installed for (kept in STAMP): requirements.txt and pyproject.toml."""
-    return hashlib.sha256((ROOT / "requirements.txt").read_bytes() + (ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    """What .venv was installed for (kept in STAMP): requirements.txt, the requirements-lab.txt it
+    includes, and pyproject.toml."""
+    return _digest(REQUIREMENTS, LAB_REQUIREMENTS, ROOT / "pyproject.toml")
 
 
-def setup() -> None:
-    """Create .venv and install requirements.txt (again only when it or pyproject.toml changed)."""
+def lab_digest() -> str:
+    """What the learner's part of .venv was installed for (kept in LAB_STAMP)."""
+    return _digest(LAB_REQUIREMENTS, ROOT / "pyproject.toml")
+
+
+def cpu_index_reachable(timeout: float = 10) -> bool:
+    """Whether PyTorch's CPU wheel index answers (its torch page), within ``timeout`` seconds."""
+    try:
+        with urllib.request.urlopen(f"{CPU_INDEX}/torch/", timeout=timeout) as page:
+            return page.status == 200
+    except (OSError, ValueError):  # no network, a proxy that refuses, a timeout (URLError is an OSError)
+        return False
+
+
+def torch_index() -> list[str]:
+    """pip's options for the learner's torch: PyTorch's CPU wheel index on Linux, where PyPI's torch
+    brings CUDA libraries; none elsewhere (PyPI's torch is CPU-only on macOS and Windows), and none
+    when the index cannot be reached (PyPI's torch works on a CPU too, it is only larger)."""
+    if not sys.platform.startswith("linux"):
+        return []
+    if cpu_index_reachable():
+        return ["--extra-index-url", CPU_INDEX]
+    say(f"PyTorch's CPU wheel index ({CPU_INDEX}) cannot be reached: torch comes from PyPI, "
+        "with its CUDA libraries (a few GB more)")
+    return []
+
+
+def cpu_torch_installed() -> bool:
+    """Whether .venv holds torch's "+cpu" build, from a `lab` install through PyTorch's CPU index."""
+    found = subprocess.run([str(PY), "-c", "from importlib.metadata import version; print(version('torch'))"],
+                           capture_output=True, text=True)
+    return found.returncode == 0 and found.stdout.strip().endswith("+cpu")
+
+
+def setup(lab: bool = False) -> None:
+    """Create .venv and install requirements.txt, or with ``lab`` only requirements-lab.txt, again only
+    when the files changed. requirements.txt includes requirements-lab.txt, so its install counts
+    for both (two stamps say what .venv holds); a lab install leaves the rest to the next full one."""
     if sys.version_info < (3, 10):
         sys.exit(f"hooklab needs Python 3.10 or newer (3.11 recommended); this is {sys.version.split()[0]}.")
-    digest = requirements_digest()
-    if PY.exists() and STAMP.exists() and STAMP.read_text() == digest:
+    stamp, digest = (LAB_STAMP, lab_digest()) if lab else (STAMP, requirements_digest())
+    if PY.exists() and stamp.exists() and stamp.read_text() == digest:
         return
     if not PY.exists():
         say(f"creating {VENV.relative_to(ROOT)} with Python {sys.version.split()[0]}")
         venv.EnvBuilder(with_pip=True).create(VENV)
-    say("installing requirements.txt (the first time takes a few minutes: PyTorch is large)")
+    source = LAB_REQUIREMENTS if lab else REQUIREMENTS
+    index = torch_index() if lab else []
+    if not lab and cpu_torch_installed():
+        # The stored outputs come from PyPI's build (notebook 08's CUDA autocast detour needs a build
+        # with CUDA support), and pip would keep the "+cpu" one, which satisfies the same pin.
+        say("the tests need PyPI's build of torch, which recorded the stored outputs: replacing the CPU-only one")
+        subprocess.run([str(PY), "-m", "pip", "uninstall", "--disable-pip-version-check", "-q", "-y",
+                        "torch", "torchvision"], cwd=ROOT, check=True)
+    say(f"installing {source.name} (the first time takes a few minutes: PyTorch is large)")
     start = time.time()
-    subprocess.run([str(PY), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                    "-r", str(ROOT / "requirements.txt")], cwd=ROOT, check=True)
-    STAMP.write_text(digest)
+    subprocess.run([str(PY), "-m", "pip", "install", "--disable-pip-version-check", "-q", *index,
+                    "-r", str(source)], cwd=ROOT, check=True)
+    stamp.write_text(digest)
+    if not lab:
+        LAB_STAMP.write_text(lab_digest())  # the learner's set was part of it
     say(f"installed in {time.time() - start:.0f} s")
 
 
@@ -118,7 +186,7 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 2
     command, rest = argv[0], argv[1:]
-    setup()
+    setup(lab=command == "lab" or (command == "setup" and "--lab" in rest))  # the learner's set, or all
     if command == "setup":
         return 0
     if command == "lab":

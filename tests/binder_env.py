@@ -114,10 +114,15 @@ def pins_file_text(pins: dict[str, str], version: str) -> str:
 
 
 def read_pins(path: Path = PINS) -> dict[str, str]:
-    """``name==version`` lines of a requirements file, names normalised (lower case, ``-``)."""
+    """``name==version`` lines of a requirements file and of the files it includes (``-r FILE``,
+    relative to it), names normalised (lower case, ``-``)."""
     found = {}
     for line in path.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
+        included = re.fullmatch(r"(?:-r|--requirement)(?:\s+|=)(\S+)", line)
+        if included:
+            found.update(read_pins(path.parent / included.group(1)))
+            continue
         m = re.fullmatch(r"([A-Za-z0-9_.\-]+(?:\[[^\]]+\])?)\s*==\s*(\S+)", line)
         if m:
             found[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(2)

@@ -21,7 +21,8 @@ Everything comes from one place each:
   so they always fit each other. Making a release: bump ``version``, run this script, run
   ``python3 dev.py execute``, commit, tag ``v<version>``, push the tag. Binder builds hooklab
   from the commit it opens, so its links keep ``HEAD``;
-* the torch release the outputs were recorded with: the ``torch==`` pin of requirements.txt.
+* the torch release the outputs were recorded with: the ``torch==`` pin of requirements-lab.txt
+  (which requirements.txt includes).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = ROOT / "pyproject.toml"
-REQUIREMENTS = ROOT / "requirements.txt"
+REQUIREMENTS = ROOT / "requirements-lab.txt"
 
 BINDER_BADGE = "https://mybinder.org/badge_logo.svg"
 COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
@@ -73,10 +74,10 @@ def release_ref() -> str:
 
 
 def recorded_torch() -> str:
-    """The torch release the stored outputs come from: requirements.txt's pin."""
+    """The torch release the stored outputs come from: requirements-lab.txt's pin."""
     m = re.search(r"^torch==(\S+)\s*$", REQUIREMENTS.read_text(), re.M)
     if not m:
-        raise ValueError("requirements.txt does not pin torch (`torch==X.Y.Z`)")
+        raise ValueError("requirements-lab.txt does not pin torch (`torch==X.Y.Z`)")
     return m.group(1)
 
 
@@ -195,7 +196,7 @@ def header_problems(nb: nbformat.NotebookNode, notebook: str) -> list[str]:
     if fresh.cells[0].source != nb.cells[0].source:
         problems.append("the launch line of the title cell is not the one pyproject.toml gives")
     if len(nb.cells) < 2 or nb.cells[1].source != fresh.cells[1].source:
-        problems.append("the cell after the title is not the install cell pyproject.toml and requirements.txt give")
+        problems.append("the cell after the title is not the install cell pyproject.toml and requirements-lab.txt give")
     return problems
 
 

@@ -197,7 +197,7 @@ def test_dev_py_bench_runs_the_benchmarks_module(monkeypatch):
     dev = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(dev)
     calls: list[list[str]] = []
-    monkeypatch.setattr(dev, "setup", lambda: None)
+    monkeypatch.setattr(dev, "setup", lambda lab=False: None)
     monkeypatch.setattr(dev, "run", lambda cmd: calls.append(cmd) or 0)
     assert dev.main(["bench", "--quick"]) == 0
     assert calls[0][1:] == ["-m", "benchmarks", "--quick"]

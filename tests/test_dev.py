@@ -1,4 +1,6 @@
-"""dev.py: the two commands of the README, and the security defaults of `lab`."""
+"""dev.py: the two commands of the README, the security defaults of `lab`, and what each installs:
+`lab` the learner's requirements-lab.txt (torch from PyTorch's CPU wheel index where it answers),
+`test` the contributor's requirements.txt, into one .venv, each only when its files changed."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ import re
 import shutil
 import subprocess
 import sys
+import urllib.error
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -21,7 +25,7 @@ spec.loader.exec_module(dev)
 @pytest.fixture
 def captured(monkeypatch, tmp_path):
     calls: list[list[str]] = []
-    monkeypatch.setattr(dev, "setup", lambda: None)
+    monkeypatch.setattr(dev, "setup", lambda lab=False: None)
     monkeypatch.setattr(dev, "run", lambda cmd: calls.append(cmd) or 0)
     monkeypatch.setattr(dev, "VENV", tmp_path / "venv")  # where `lab` puts the classroom settings
     return calls
@@ -54,7 +58,7 @@ def test_test_runs_pytest_and_passes_arguments_through(captured):
 
 def test_other_cpu_runs_the_kernel_dependent_tests_with_other_kernels(monkeypatch):
     calls: list[tuple[list[str], dict]] = []
-    monkeypatch.setattr(dev, "setup", lambda: None)
+    monkeypatch.setattr(dev, "setup", lambda lab=False: None)
     monkeypatch.setattr(dev, "run", lambda cmd, extra_env=None: calls.append((cmd, extra_env)) or 0)
     dev.main(["test", "--other-cpu", "-x"])
     cmd, env = calls[0]
@@ -83,7 +87,7 @@ def test_site_installs_its_requirements_once_then_builds(monkeypatch, tmp_path):
     """`dev.py site` installs requirements-site.txt into .venv the first time and when it changes,
     never otherwise, then runs docs/build.py with the extra arguments."""
     installs, runs = [], []
-    monkeypatch.setattr(dev, "setup", lambda: None)
+    monkeypatch.setattr(dev, "setup", lambda lab=False: None)
     monkeypatch.setattr(dev, "SITE_STAMP", tmp_path / "stamp")
     monkeypatch.setattr(dev, "SITE_REQUIREMENTS", tmp_path / "requirements-site.txt")
     monkeypatch.setattr(dev.subprocess, "run", lambda cmd, **kw: installs.append(cmd))
@@ -147,7 +151,9 @@ def test_dev_py_test_runs_pytest_in_the_venv_for_real(tmp_path):
     if not dev.STAMP.exists() or dev.STAMP.read_text() != dev.requirements_digest():
         pytest.fail(".venv was not installed for this requirements.txt and pyproject.toml (dev.py would "
                     "install it now, from the copy): run `python3 dev.py setup` first")
-    for name in ("dev.py", "requirements.txt", "pyproject.toml", "tests/nbval_sanitize.cfg"):
+    if not dev.LAB_STAMP.exists() or dev.LAB_STAMP.read_text() != dev.lab_digest():
+        pytest.fail(".venv's learner's stamp does not match requirements-lab.txt: run `python3 dev.py setup` first")
+    for name in ("dev.py", "requirements.txt", "requirements-lab.txt", "pyproject.toml", "tests/nbval_sanitize.cfg"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes((ROOT / name).read_bytes())
     (tmp_path / "tests" / "__init__.py").write_text("")
@@ -162,6 +168,10 @@ def test_dev_py_test_runs_pytest_in_the_venv_for_real(tmp_path):
     out = done.stdout + done.stderr
     assert done.returncode == 0 and "1 passed" in out, out[-3000:]
     assert "[dev] installing" not in out  # the stamp matched: nothing installed
+    # the learner's install after the contributor's: nothing to do either
+    done = subprocess.run([python, "dev.py", "setup", "--lab"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and "[dev] installing" not in done.stdout + done.stderr, done.stdout + done.stderr
 
 
 def test_unknown_command_prints_usage(captured, capsys):
@@ -178,8 +188,179 @@ def test_readme_names_the_two_commands_and_ci_calls_the_test_one():
 
 
 def test_requirements_pin_torch_pair_and_install_hooklab():
+    lab = (ROOT / "requirements-lab.txt").read_text().splitlines()
+    assert "torch==2.14.1" in lab and "torchvision==0.29.1" in lab
+    assert "-e ." in lab
     reqs = (ROOT / "requirements.txt").read_text().splitlines()
-    assert "torch==2.14.1" in reqs and "torchvision==0.29.1" in reqs
-    assert "-e ." in reqs
-    pinned = [r for r in reqs if r and not r.startswith(("#", "-"))]
+    assert "-r requirements-lab.txt" in reqs
+    pinned = [r for r in reqs + lab if r and not r.startswith(("#", "-"))]
     assert all("==" in r for r in pinned), f"unpinned: {[r for r in pinned if '==' not in r]}"
+
+
+# ---------------------------------------------------------------------- what each command installs
+REAL_REACHABLE = dev.cpu_index_reachable
+
+
+def test_lab_asks_for_the_learners_install_and_every_other_command_for_the_full_one(monkeypatch):
+    asked: list[bool] = []
+    monkeypatch.setattr(dev, "setup", lambda lab=False: asked.append(lab))
+    monkeypatch.setattr(dev, "run", lambda cmd, extra_env=None: 0)
+    monkeypatch.setattr(dev, "classroom_settings", lambda: None)
+    for argv in (["lab"], ["setup", "--lab"], ["test"], ["setup"], ["execute"], ["bench"], ["class"]):
+        asked.clear()
+        dev.main(argv)
+        assert asked == [argv[0] == "lab" or "--lab" in argv], (argv, asked)
+
+
+@pytest.fixture
+def fake_venv(monkeypatch, tmp_path):
+    """dev.py's paths in a scratch checkout (copies of the three files the stamps cover) whose .venv
+    holds only an empty `python`; pip's runs are recorded, not made; PyTorch's CPU index does not answer."""
+    root = tmp_path / "checkout"
+    venv_dir = root / ".venv"
+    (venv_dir / "bin").mkdir(parents=True)
+    (venv_dir / "bin" / "python").write_text("")
+    for name in ("requirements.txt", "requirements-lab.txt", "pyproject.toml"):
+        (root / name).write_bytes((ROOT / name).read_bytes())
+    for attr, value in {"ROOT": root, "VENV": venv_dir, "PY": venv_dir / "bin" / "python",
+                        "STAMP": venv_dir / ".hooklab-installed", "LAB_STAMP": venv_dir / ".hooklab-lab-installed",
+                        "REQUIREMENTS": root / "requirements.txt",
+                        "LAB_REQUIREMENTS": root / "requirements-lab.txt"}.items():
+        monkeypatch.setattr(dev, attr, value)
+    installs: list[list[str]] = []
+    monkeypatch.setattr(dev.subprocess, "run", lambda cmd, **kw: installs.append(cmd))
+    monkeypatch.setattr(dev, "cpu_index_reachable", lambda timeout=10: False)
+    monkeypatch.setattr(dev, "cpu_torch_installed", lambda: False)
+    return SimpleNamespace(root=root, installs=installs)
+
+
+def test_test_after_a_cpu_lab_install_puts_pypis_torch_back(fake_venv, monkeypatch):
+    """pip keeps torch's +cpu build for requirements.txt's pin; the stored outputs need PyPI's build
+    (notebook 08's CUDA autocast detour). `lab` itself never removes anything."""
+    monkeypatch.setattr(dev, "cpu_torch_installed", lambda: True)
+    dev.setup(lab=True)
+    assert [c[3] for c in fake_venv.installs] == ["install"]
+    dev.setup()
+    uninstall, install = fake_venv.installs[1:]
+    assert uninstall[1:4] == ["-m", "pip", "uninstall"] and uninstall[-2:] == ["torch", "torchvision"], uninstall
+    assert installed(install) == "requirements.txt"
+
+
+def test_cpu_torch_installed_reads_the_venvs_torch(monkeypatch, tmp_path):
+    """Asked of .venv's Python (torch's metadata, torch not imported); no torch there: no CPU build."""
+    from importlib import metadata
+
+    assert dev.cpu_torch_installed() is metadata.version("torch").endswith("+cpu")  # this .venv, for real
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\necho "$FAKE_TORCH"\nexit "$FAKE_RC"\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(dev, "PY", fake)
+    for version, rc, cpu in (("2.14.1+cpu", 0, True), ("2.14.1", 0, False), ("2.14.1+cu128", 0, False),
+                             ("PackageNotFoundError: No package metadata was found for torch", 1, False)):
+        monkeypatch.setenv("FAKE_TORCH", version)
+        monkeypatch.setenv("FAKE_RC", str(rc))
+        assert dev.cpu_torch_installed() is cpu, version
+
+
+def installed(cmd: list[str]) -> str:
+    """The requirements file a recorded pip command installs."""
+    assert cmd[1:4] == ["-m", "pip", "install"] and cmd[-2] == "-r", cmd
+    return Path(cmd[-1]).name
+
+
+def test_lab_alone_installs_only_the_learners_set(fake_venv):
+    dev.setup(lab=True)
+    assert [installed(c) for c in fake_venv.installs] == ["requirements-lab.txt"]
+    dev.setup(lab=True)
+    assert len(fake_venv.installs) == 1, "a second `lab` installed again"
+
+
+def test_lab_after_test_installs_nothing_and_test_after_lab_completes_the_set(fake_venv):
+    dev.setup()
+    dev.setup(lab=True)
+    assert [installed(c) for c in fake_venv.installs] == ["requirements.txt"], "`lab` after `test` installed again"
+    (fake_venv.root / "requirements.txt").write_text((ROOT / "requirements.txt").read_text() + "tqdm==4.67.1\n")
+    dev.setup(lab=True)
+    assert len(fake_venv.installs) == 1, "a contributor's new test tool made `lab` install"
+    dev.setup()
+    assert [installed(c) for c in fake_venv.installs] == ["requirements.txt"] * 2
+
+
+def test_test_after_lab_installs_the_full_set(fake_venv):
+    dev.setup(lab=True)
+    dev.setup()
+    dev.setup()
+    assert [installed(c) for c in fake_venv.installs] == ["requirements-lab.txt", "requirements.txt"]
+
+
+def test_a_changed_lab_file_is_installed_by_both_commands(fake_venv):
+    dev.setup()
+    lab_file = fake_venv.root / "requirements-lab.txt"
+    lab_file.write_text(lab_file.read_text().replace("pillow==13.0.0", "pillow==13.0.1"))
+    dev.setup(lab=True)
+    dev.setup()
+    assert [installed(c) for c in fake_venv.installs] == ["requirements.txt", "requirements-lab.txt",
+                                                          "requirements.txt"]
+    dev.setup(lab=True)
+    dev.setup()
+    assert len(fake_venv.installs) == 3
+
+
+class _Page:
+    """What urlopen returns for a page that answered."""
+    status = 200
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_lab_takes_torch_from_the_cpu_index_when_it_answers(fake_venv, monkeypatch):
+    asked = []
+    monkeypatch.setattr(dev, "cpu_index_reachable", REAL_REACHABLE)
+    monkeypatch.setattr(dev.sys, "platform", "linux")
+    monkeypatch.setattr(dev.urllib.request, "urlopen", lambda url, timeout: asked.append(url) or _Page())
+    dev.setup(lab=True)
+    cmd = fake_venv.installs[0]
+    assert asked == [f"{dev.CPU_INDEX}/torch/"]
+    assert "--extra-index-url" in cmd and cmd[cmd.index("--extra-index-url") + 1] == dev.CPU_INDEX, cmd
+    assert installed(cmd) == "requirements-lab.txt"
+
+
+@pytest.mark.parametrize("failure", [urllib.error.URLError("Name or service not known"), TimeoutError("timed out"),
+                                     ConnectionRefusedError(111, "refused")])
+def test_lab_falls_back_to_pypi_when_the_cpu_index_does_not_answer(fake_venv, monkeypatch, capsys, failure):
+    def urlopen(url, timeout):
+        raise failure
+
+    monkeypatch.setattr(dev, "cpu_index_reachable", REAL_REACHABLE)
+    monkeypatch.setattr(dev.sys, "platform", "linux")
+    monkeypatch.setattr(dev.urllib.request, "urlopen", urlopen)
+    dev.setup(lab=True)
+    cmd = fake_venv.installs[0]
+    assert installed(cmd) == "requirements-lab.txt" and not any("index" in arg for arg in cmd), cmd
+    assert "cannot be reached: torch comes from PyPI" in capsys.readouterr().out
+
+
+def test_lab_does_not_ask_the_cpu_index_off_linux(fake_venv, monkeypatch):
+    """PyPI's torch is CPU-only on macOS and Windows: no probe, no extra index."""
+    monkeypatch.setattr(dev, "cpu_index_reachable", lambda timeout=10: pytest.fail("asked the CPU index"))
+    monkeypatch.setattr(dev.sys, "platform", "darwin")
+    dev.setup(lab=True)
+    assert not any("index" in arg for arg in fake_venv.installs[0])
+
+
+def test_the_contributors_install_never_asks_the_cpu_index(fake_venv, monkeypatch):
+    monkeypatch.setattr(dev, "cpu_index_reachable", lambda timeout=10: pytest.fail("asked the CPU index"))
+    monkeypatch.setattr(dev.sys, "platform", "linux")
+    dev.setup()
+    assert not any("index" in arg for arg in fake_venv.installs[0])
+
+
+def test_dev_and_binder_use_the_same_cpu_index():
+    from .binder_env import CPU_INDEX
+
+    assert dev.CPU_INDEX == CPU_INDEX
+    assert f"--extra-index-url {dev.CPU_INDEX}" in (ROOT / "binder" / "requirements.txt").read_text()
