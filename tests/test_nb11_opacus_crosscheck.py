@@ -133,6 +133,26 @@ def test_the_dp_step_divides_by_the_expected_batch_size_as_dpoptimizer_does(draw
     wrapped.remove_hooks()
 
 
+@pytest.mark.parametrize("how", ["sum", "mean, two backward passes"])
+def test_dpoptimizer_divides_by_expected_batch_size_times_the_passes_only_under_mean(how):
+    """DPOptimizer's loss_reduction="mean" divides by expected_batch_size × the backward passes accumulated
+    before the step; "sum" does not divide."""
+    from opacus.optimizers import DPOptimizer
+
+    data = nb11.make_data()
+    reduction, passes = ("sum", 1) if how == "sum" else ("mean", 2)
+    ours = nb11.make_model()
+    _dp_step(ours, data.x, data.y, max_norm=1.0, lr=0.5, expected_batch_size=1 if reduction == "sum" else 96)
+    wrapped = GradSampleModule(nb11.make_model(), loss_reduction=reduction)
+    optimizer = DPOptimizer(torch.optim.SGD(wrapped.parameters(), lr=0.5), noise_multiplier=0.0, max_grad_norm=1.0,
+                            expected_batch_size=96, loss_reduction=reduction)
+    for _ in range(passes):  # the same batch again: the clipped sum doubles, and so does the divisor
+        F.cross_entropy(wrapped(data.x), data.y, reduction=reduction).backward()
+    optimizer.step()
+    assert all(torch.allclose(p, q, atol=1e-6) for p, q in zip(ours.parameters(), wrapped._module.parameters()))
+    wrapped.remove_hooks()
+
+
 def test_embedding_by_its_hooks_equals_opacus():
     """Exercise 2's worked solution against Opacus's nn.Embedding sampler (no padding_idx: Opacus's sampler
     does not zero that row, nn.Embedding's backward does)."""
