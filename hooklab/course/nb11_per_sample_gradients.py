@@ -91,39 +91,43 @@ def train(model: nn.Module, data: Data, steps: int = 20, lr: float = 0.05) -> nn
 
 
 # ---------------------------------------------------------------------- the three ways
-def per_sample_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
-                     reduction: str = "mean") -> dict[str, torch.Tensor]:
-    """Per-example gradients of ``cross_entropy(model(x)[i], y[i])`` for every trainable parameter of
-    the model's ``nn.Linear`` layers, from a forward hook (its input, on a stack) and a full backward
-    hook (``grad_output``); a layer called more than once adds up its calls, and a weight shared by
-    several ``nn.Linear`` (weight tying) adds up every use, under its first name in
-    ``named_parameters()``. ``reduction``: how the batch loss is reduced before the backward pass
-    (``"mean"`` carries ``1/n``, which is taken out again). Frozen parameters (``requires_grad=False``)
-    are left out of the result.
-
-    The forward hook keeps an input only when ``torch.is_grad_enabled()``: a call made under
-    ``torch.no_grad()`` (a statistic to log) gets no backward call and leaves nothing on the stack.
-    A call made with gradients on whose output does not reach the loss still pairs the stack wrongly.
-
-    Only ``nn.Linear`` layers are covered: a model with a trainable parameter used by any other module
-    (an ``nn.LayerNorm``, an ``nn.Embedding``, also one tied to an ``nn.Linear``'s weight, a parameter
-    of its own) raises ``ValueError`` naming it, since an "all parameters" norm over a subset would be
-    silently wrong; freeze those parameters or use :func:`func_grads`. The backward pass is
-    ``torch.autograd.grad``: the model's ``.grad`` stay as they were."""
-    names = {id(p): name for name, p in model.named_parameters()}  # a shared parameter: its first name
+def _linears_covering_every_trainable_parameter(model: nn.Module
+                                                 ) -> tuple[dict[int, str], set[int], list[nn.Linear]]:
+    """Each parameter's name (a shared one: its first name in ``named_parameters()``), the ids of the
+    trainable ones, and the model's ``nn.Linear`` modules; ``ValueError`` naming every trainable
+    parameter that a module other than an ``nn.Linear`` uses (also one tied to an ``nn.Linear``)."""
+    names = {id(p): name for name, p in model.named_parameters()}
     trainable = {id(p) for p in model.parameters() if p.requires_grad}
-    linears = {}
+    linears: list[nn.Linear] = []
     outside: list[str] = []
     for module in dict.fromkeys(m for _, m in model.named_modules(remove_duplicate=False)):
-        own = [p for p in module.parameters(recurse=False) if id(p) in trainable]
         if isinstance(module, nn.Linear):
-            linears[id(module)] = module
-        else:
-            outside += [names[id(p)] for p in own if names[id(p)] not in outside]
+            linears.append(module)
+            continue
+        outside += [names[id(p)] for p in module.parameters(recurse=False)
+                    if id(p) in trainable and names[id(p)] not in outside]
     if outside:
         raise ValueError(f"per_sample_grads covers nn.Linear layers only; these trainable parameters are used by "
                          f"another module: {outside}. Freeze them (requires_grad_(False)) or use func_grads, "
                          "which handles every parameter.")
+    return names, trainable, linears
+
+
+def per_sample_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                     reduction: str = "mean") -> dict[str, torch.Tensor]:
+    """Per-example gradients of ``cross_entropy(model(x)[i], y[i])`` for every trainable parameter of
+    the model's ``nn.Linear`` layers (frozen ones are left out), from a forward hook (its input, on a
+    stack, kept only when ``torch.is_grad_enabled()``) and a full backward hook (``grad_output``). A
+    layer called more than once adds up its calls; a weight tied across several ``nn.Linear`` adds
+    up every use, under its first name in ``named_parameters()``. A call under ``torch.no_grad()``
+    leaves nothing on the stack; one with gradients on whose output misses the loss still pairs the
+    stack wrongly. ``reduction``: how the batch loss is reduced (``"mean"``'s ``1/n`` is taken out).
+
+    A trainable parameter used by any module other than an ``nn.Linear`` (an ``nn.LayerNorm``, an
+    ``nn.Embedding``, also one tied to a Linear's weight) raises ``ValueError`` naming it: an "all
+    parameters" norm over a subset would be silently wrong; freeze it or use :func:`func_grads`. The
+    backward pass is ``torch.autograd.grad``: the model's ``.grad`` stay as they were."""
+    names, trainable, linears = _linears_covering_every_trainable_parameter(model)
     if not trainable:
         return {}
     n, handles = len(x), []
@@ -142,7 +146,7 @@ def per_sample_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
                 key = names[id(p)]
                 grads[key] = grads[key] + value() if key in grads else value()
 
-    for m in linears.values():
+    for m in linears:
         handles += [m.register_forward_hook(save), m.register_full_backward_hook(compute)]
     try:
         with warnings.catch_warnings():
@@ -152,7 +156,7 @@ def per_sample_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     finally:
         for handle in handles:
             handle.remove()
-        for m in linears.values():
+        for m in linears:
             vars(m).pop("inputs", None)
     return {name: grads[name] for name, p in model.named_parameters() if name in grads}
 
