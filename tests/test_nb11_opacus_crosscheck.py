@@ -7,6 +7,9 @@ backward hooks; on the same model and batch it must equal what the notebook's ho
 * ``nn.Conv2d``: exercise 3's worked solution (``F.unfold``) against Opacus's conv sampler;
 * ``nn.Embedding``: exercise 2's worked solution against Opacus's embedding sampler;
 * the notebook's DP-SGD step (noise 0) against ``DPOptimizer``: both divide by the expected batch size.
+* a later call whose output misses the loss: Opacus leaves ``p.grad_sample`` None and ``DPOptimizer.step()``
+  raises ``ValueError`` (the notebook's hooks pair the calls wrongly instead);
+* ``padding_idx``: Opacus's embedding sampler gives the padding row a gradient, ``nn.Embedding``'s backward none.
 
 Nothing is downloaded.
 """
@@ -130,6 +133,26 @@ def test_the_dp_step_divides_by_the_expected_batch_size_as_dpoptimizer_does(draw
     wrapped.remove_hooks()
 
 
+@pytest.mark.parametrize("how", ["sum", "mean, two backward passes"])
+def test_dpoptimizer_divides_by_expected_batch_size_times_the_passes_only_under_mean(how):
+    """DPOptimizer's loss_reduction="mean" divides by expected_batch_size × the backward passes accumulated
+    before the step; "sum" does not divide."""
+    from opacus.optimizers import DPOptimizer
+
+    data = nb11.make_data()
+    reduction, passes = ("sum", 1) if how == "sum" else ("mean", 2)
+    ours = nb11.make_model()
+    _dp_step(ours, data.x, data.y, max_norm=1.0, lr=0.5, expected_batch_size=1 if reduction == "sum" else 96)
+    wrapped = GradSampleModule(nb11.make_model(), loss_reduction=reduction)
+    optimizer = DPOptimizer(torch.optim.SGD(wrapped.parameters(), lr=0.5), noise_multiplier=0.0, max_grad_norm=1.0,
+                            expected_batch_size=96, loss_reduction=reduction)
+    for _ in range(passes):  # the same batch again: the clipped sum doubles, and so does the divisor
+        F.cross_entropy(wrapped(data.x), data.y, reduction=reduction).backward()
+    optimizer.step()
+    assert all(torch.allclose(p, q, atol=1e-6) for p, q in zip(ours.parameters(), wrapped._module.parameters()))
+    wrapped.remove_hooks()
+
+
 def test_embedding_by_its_hooks_equals_opacus():
     """Exercise 2's worked solution against Opacus's nn.Embedding sampler (no padding_idx: Opacus's sampler
     does not zero that row, nn.Embedding's backward does)."""
@@ -144,3 +167,47 @@ def test_embedding_by_its_hooks_equals_opacus():
         handle.remove()
     ours = solved.per_sample_embedding(model[0], saved["idx"], saved["g"])
     torch.testing.assert_close(ours, opacus_grads(model, idx, y, "sum")["0.weight"])
+
+
+class Logged(nn.Module):
+    """A layer called a second time for a statistic only: that call's output never reaches the loss."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shared, self.head = nn.Linear(6, 8), nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.head(torch.tanh(self.shared(x)))
+        self.shared(2 * x)
+        return out
+
+
+def test_a_call_that_misses_the_loss_leaves_grad_sample_none_and_the_dp_step_raises():
+    """Notebook 11, section 7: Opacus counts a layer's calls; with one call's backward missing it leaves
+    p.grad_sample None, and DPOptimizer.step() raises ValueError instead of stepping."""
+    from opacus.optimizers import DPOptimizer
+
+    wrapped = GradSampleModule(seeded(5, Logged))
+    optimizer = DPOptimizer(torch.optim.SGD(wrapped.parameters(), lr=0.1), noise_multiplier=0.0, max_grad_norm=1.0,
+                            expected_batch_size=10)
+    x, y = torch.randn(10, 6), torch.randint(0, 3, (10,))
+    before = [p.detach().clone() for p in wrapped.parameters()]
+    F.cross_entropy(wrapped(x), y).backward()
+    assert wrapped._module.shared.weight.grad_sample is None
+    assert wrapped._module.head.weight.grad_sample is not None, "the head, called once, is sampled"
+    with pytest.raises(ValueError, match="Per sample gradient is not initialized"):
+        optimizer.step()
+    assert all(torch.equal(p, q) for p, q in zip(wrapped.parameters(), before)), "no parameter moved"
+    wrapped.remove_hooks()
+
+
+def test_opacus_embedding_sampler_gives_the_padding_row_a_gradient():
+    """Notebook 11, exercise 2: nn.Embedding's backward (and torch.func) give the padding_idx row zero;
+    Opacus's embedding sampler does not zero it, so its per-sample norms count the padding positions."""
+    model = seeded(6, lambda: nn.Sequential(nn.Embedding(10, 4, padding_idx=0), nn.Flatten(), nn.Linear(5 * 4, 2)))
+    idx, y = torch.tensor([[1, 4, 4, 0, 0], [3, 3, 3, 0, 9]]), torch.tensor([0, 1])
+    func = nb11.func_grads(model, idx, y)["0.weight"]
+    theirs = opacus_grads(model, idx, y, "mean")["0.weight"]
+    assert torch.equal(func[:, 0], torch.zeros_like(func[:, 0]))
+    assert theirs[:, 0].norm() > 0.01
+    torch.testing.assert_close(theirs[:, 1:], func[:, 1:])

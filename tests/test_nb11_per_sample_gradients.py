@@ -104,6 +104,86 @@ def test_a_layer_called_twice_adds_up_its_calls():
         torch.testing.assert_close(hooks[name], func[name])
 
 
+class _TiedLinears(nn.Module):
+    """Two nn.Linear sharing one weight (weight tying): its gradient is the sum over both uses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(6, 6), nn.Linear(6, 6)
+        self.b.weight = self.a.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.tanh(self.a(x)))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_a_weight_tied_across_two_linears_adds_up_both_uses(reduction):
+    model = seeded(1, _TiedLinears)
+    x, y = torch.randn(10, 6), torch.randint(0, 6, (10,))
+    hooks, func = nb11.per_sample_grads(model, x, y, reduction=reduction), nb11.func_grads(model, x, y)
+    assert list(hooks) == ["a.weight", "a.bias", "b.bias"]  # named_parameters lists the tied weight once
+    for name in hooks:
+        torch.testing.assert_close(hooks[name], func[name])
+
+
+class _TiedEmbedding(nn.Module):
+    """An input embedding tied to the output projection, as in many language models."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.out = nn.Embedding(6, 6), nn.Linear(6, 6, bias=False)
+        self.out.weight = self.emb.weight
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.tanh(self.emb(idx)))
+
+
+def test_an_embedding_tied_to_a_linear_is_refused_by_name():
+    model = seeded(2, _TiedEmbedding)
+    idx, y = torch.randint(0, 6, (10,)), torch.randint(0, 6, (10,))
+    with pytest.raises(ValueError, match=r"\['emb\.weight'\].*func_grads"):
+        nb11.per_sample_grads(model, idx, y)
+    assert hooklab.count_hooks(model) == 0
+    model.emb.weight.requires_grad_(False)  # frozen: nothing left to compute, nothing refused
+    assert nb11.per_sample_grads(model, idx, y) == {}
+
+
+def test_frozen_parameters_are_left_out_of_the_result():
+    model = seeded(3, lambda: nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 5), nn.ReLU(),
+                                            nn.Linear(5, 4)))
+    model[2].weight.requires_grad_(False)  # a frozen weight next to a trainable bias
+    model[4].requires_grad_(False)  # a frozen layer after trainable ones
+    x, y = torch.randn(10, 6), torch.randint(0, 4, (10,))
+    hooks, func = nb11.per_sample_grads(model, x, y), nb11.func_grads(model, x, y)
+    assert list(hooks) == ["0.weight", "0.bias", "2.bias"]
+    for name in hooks:
+        torch.testing.assert_close(hooks[name], func[name])
+
+
+class _Logged(nn.Module):
+    """A layer called a second time for a statistic only; ``quietly``: that call runs under no_grad."""
+
+    def __init__(self, quietly: bool) -> None:
+        super().__init__()
+        self.quietly, self.shared, self.head = quietly, nn.Linear(6, 8), nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.head(torch.tanh(self.shared(x)))
+        with torch.set_grad_enabled(not self.quietly):
+            self.shared(2 * x)
+        return out
+
+
+@pytest.mark.parametrize("quietly", [True, False])
+def test_a_call_under_no_grad_leaves_nothing_on_the_stack(quietly):
+    model = seeded(4, lambda: _Logged(quietly))
+    x, y = torch.randn(10, 6), torch.randint(0, 3, (10,))
+    hooks, func = nb11.per_sample_grads(model, x, y), nb11.func_grads(model, x, y)
+    same = torch.allclose(hooks["shared.weight"], func["shared.weight"], atol=1e-5)
+    assert same == quietly, "right only when the call that misses the loss runs under no_grad"
+    torch.testing.assert_close(hooks["head.weight"], func["head.weight"])
+
+
 def test_a_sequence_input_sums_over_the_positions():
     model = nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 5, 2))
     x, y = torch.randn(6, 4, 3), torch.randint(0, 2, (6,))

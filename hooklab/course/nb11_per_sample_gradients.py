@@ -91,46 +91,63 @@ def train(model: nn.Module, data: Data, steps: int = 20, lr: float = 0.05) -> nn
 
 
 # ---------------------------------------------------------------------- the three ways
-def _linears(model: nn.Module) -> dict[str, nn.Linear]:
-    return {name: m for name, m in model.named_modules() if isinstance(m, nn.Linear)}
+def _linears_covering_every_trainable_parameter(model: nn.Module
+                                                 ) -> tuple[dict[int, str], set[int], list[nn.Linear]]:
+    """Each parameter's name (a shared one: its first name in ``named_parameters()``), the ids of the
+    trainable ones, and the model's ``nn.Linear`` modules; ``ValueError`` naming every trainable
+    parameter that a module other than an ``nn.Linear`` uses (also one tied to an ``nn.Linear``)."""
+    names = {id(p): name for name, p in model.named_parameters()}
+    trainable = {id(p) for p in model.parameters() if p.requires_grad}
+    linears: list[nn.Linear] = []
+    outside: list[str] = []
+    for module in dict.fromkeys(m for _, m in model.named_modules(remove_duplicate=False)):
+        if isinstance(module, nn.Linear):
+            linears.append(module)
+            continue
+        outside += [names[id(p)] for p in module.parameters(recurse=False)
+                    if id(p) in trainable and names[id(p)] not in outside]
+    if outside:
+        raise ValueError(f"per_sample_grads covers nn.Linear layers only; these trainable parameters are used by "
+                         f"another module: {outside}. Freeze them (requires_grad_(False)) or use func_grads, "
+                         "which handles every parameter.")
+    return names, trainable, linears
 
 
 def per_sample_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
                      reduction: str = "mean") -> dict[str, torch.Tensor]:
-    """Per-example gradients of ``cross_entropy(model(x)[i], y[i])`` for every ``nn.Linear``'s
-    parameters, from a forward hook (its input, on a stack) and a full backward hook (``grad_output``);
-    a layer called more than once adds up its calls. ``reduction``: how the batch loss is reduced
-    before the backward pass (``"mean"`` carries ``1/n``, which is taken out again).
+    """Per-example gradients of ``cross_entropy(model(x)[i], y[i])`` for every trainable parameter of
+    the model's ``nn.Linear`` layers (frozen ones are left out), from a forward hook (its input, on a
+    stack, kept only when ``torch.is_grad_enabled()``) and a full backward hook (``grad_output``). A
+    layer called more than once adds up its calls; a weight tied across several ``nn.Linear`` adds
+    up every use, under its first name in ``named_parameters()``. A call under ``torch.no_grad()``
+    leaves nothing on the stack; one with gradients on whose output misses the loss still pairs the
+    stack wrongly. ``reduction``: how the batch loss is reduced (``"mean"``'s ``1/n`` is taken out).
 
-    Only ``nn.Linear`` layers are covered: a model with a trainable parameter anywhere else (an
-    ``nn.LayerNorm``, an ``nn.Embedding``, a parameter of its own) raises ``ValueError`` naming it,
-    since an "all parameters" norm over a subset would be silently wrong; freeze those parameters
-    or use :func:`func_grads`. The backward pass is ``torch.autograd.grad``: the model's ``.grad``
-    stay as they were."""
-    linears = _linears(model)
-    covered = {id(p) for m in linears.values() for p in m.parameters(recurse=False)}
-    left_out = [name for name, p in model.named_parameters() if p.requires_grad and id(p) not in covered]
-    if left_out:
-        raise ValueError(f"per_sample_grads covers nn.Linear layers only; these trainable parameters are not in "
-                         f"one: {left_out}. Freeze them (requires_grad_(False)) or use func_grads, which "
-                         "handles every parameter.")
+    A trainable parameter used by any module other than an ``nn.Linear`` (an ``nn.LayerNorm``, an
+    ``nn.Embedding``, also one tied to a Linear's weight) raises ``ValueError`` naming it: an "all
+    parameters" norm over a subset would be silently wrong; freeze it or use :func:`func_grads`. The
+    backward pass is ``torch.autograd.grad``: the model's ``.grad`` stay as they were."""
+    names, trainable, linears = _linears_covering_every_trainable_parameter(model)
+    if not trainable:
+        return {}
     n, handles = len(x), []
     grads: dict[str, torch.Tensor] = {}
     scale = n if reduction == "mean" else 1
 
     def save(module, args, output):
-        module.inputs = getattr(module, "inputs", []) + [args[0].detach()]
+        if torch.is_grad_enabled():  # no backward call can come otherwise
+            module.inputs = getattr(module, "inputs", []) + [args[0].detach()]
 
-    def compute(name):
-        def hook(module, grad_input, grad_output):
-            a, g = module.inputs.pop(), grad_output[0] * scale
-            for key, value in ((f"{name}.weight", torch.einsum("n...o,n...i->noi", g, a)),
-                               (f"{name}.bias", torch.einsum("n...o->no", g))):
-                grads[key] = grads[key] + value if key in grads else value
-        return hook
+    def compute(module, grad_input, grad_output):
+        a, g = module.inputs.pop(), grad_output[0] * scale
+        for p, value in ((module.weight, lambda: torch.einsum("n...o,n...i->noi", g, a)),
+                         (module.bias, lambda: torch.einsum("n...o->no", g))):
+            if p is not None and id(p) in trainable:
+                key = names[id(p)]
+                grads[key] = grads[key] + value() if key in grads else value()
 
-    for name, m in linears.items():
-        handles += [m.register_forward_hook(save), m.register_full_backward_hook(compute(name))]
+    for m in linears:
+        handles += [m.register_forward_hook(save), m.register_full_backward_hook(compute)]
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=FIRST_LAYER_WARNING)
@@ -139,9 +156,9 @@ def per_sample_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     finally:
         for handle in handles:
             handle.remove()
-        for m in linears.values():
+        for m in linears:
             vars(m).pop("inputs", None)
-    return {key: grads[key] for key, _ in model.named_parameters() if key in grads}
+    return {name: grads[name] for name, p in model.named_parameters() if name in grads}
 
 
 def func_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
