@@ -107,7 +107,7 @@ def _linears_covering_every_trainable_parameter(model: nn.Module
         outside += [names[id(p)] for p in module.parameters(recurse=False)
                     if id(p) in trainable and names[id(p)] not in outside]
     if outside:
-        raise ValueError(f"per_sample_grads covers nn.Linear layers only; these trainable parameters are used by "
+        raise ValueError(f"per_sample_grads covers nn.Linear layers only; these trainable parameters are held by "
                          f"another module: {outside}. Freeze them (requires_grad_(False)) or use func_grads, "
                          "which handles every parameter.")
     return names, trainable, linears
@@ -123,10 +123,12 @@ def per_sample_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     leaves nothing on the stack; one with gradients on whose output misses the loss still pairs the
     stack wrongly. ``reduction``: how the batch loss is reduced (``"mean"``'s ``1/n`` is taken out).
 
-    A trainable parameter used by any module other than an ``nn.Linear`` (an ``nn.LayerNorm``, an
+    A trainable parameter held by any module other than an ``nn.Linear`` (an ``nn.LayerNorm``, an
     ``nn.Embedding``, also one tied to a Linear's weight) raises ``ValueError`` naming it: an "all
-    parameters" norm over a subset would be silently wrong; freeze it or use :func:`func_grads`. The
-    backward pass is ``torch.autograd.grad``: the model's ``.grad`` stay as they were."""
+    parameters" norm over a subset would be silently wrong; freeze it or use :func:`func_grads`. A use
+    of a Linear's weight outside that Linear's own call (``x @ lin.weight.T`` in a ``forward``) is not
+    seen by its hooks and not detected: there the result is wrong. The backward pass is
+    ``torch.autograd.grad``: the model's ``.grad`` stay as they were."""
     names, trainable, linears = _linears_covering_every_trainable_parameter(model)
     if not trainable:
         return {}
