@@ -23,11 +23,19 @@ WARMUP = 10
 FLOOR = 0.05
 
 
-def _status_kib(field: str) -> int:
+def _status_kib(*fields: str) -> tuple[int, ...]:
+    """The ``fields`` of /proc/self/status, in KiB, from one read: Linux reports VmHWM as at least the
+    VmRSS of the same read, while two reads apart can see the resident set grow in between (the
+    read itself allocates)."""
+    found = {}
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise LookupError(f"{field} not in /proc/self/status (this benchmark reads Linux's /proc)")
+        name, _, value = line.partition(":")
+        if name in fields:
+            found[name] = int(value.split()[0])
+    missing = [f for f in fields if f not in found]
+    if missing:
+        raise LookupError(f"{missing} not in /proc/self/status (this benchmark reads Linux's /proc)")
+    return tuple(found[f] for f in fields)
 
 
 def _reset_peak() -> bool:
@@ -53,16 +61,15 @@ def measure(passes: int = 1000, threads: int | None = None) -> dict[str, Any]:
         for _ in range(WARMUP):
             model(x)
         gc.collect()
-        baseline = _status_kib("VmRSS")
+        (baseline,) = _status_kib("VmRSS")
         peak_reset = _reset_peak()
         samples = []
         for i in range(WARMUP, passes):
             model(x)
             if (i + 1) % max(1, passes // 10) == 0:
-                samples.append((i + 1, _status_kib("VmRSS")))
+                samples.append((i + 1, *_status_kib("VmRSS")))
     gc.collect()
-    peak = _status_kib("VmHWM")
-    end = _status_kib("VmRSS")
+    peak, end = _status_kib("VmHWM", "VmRSS")
     stored = sum(len(r.outputs) for r in rec.records.values())
     calls = sum(r.calls for r in rec.records.values())
     rec.remove()

@@ -244,11 +244,15 @@ _JS_KERNEL_READY = """() => {
 
 # Count what the kernel has finished, as JupyterLab sees it: iopubMessage fires after JupyterLab
 # (and ipywidgets) dealt with every earlier message, so an "idle" counted here means the page
-# already shows what the request changed. (anyMessage fires on arrival, ahead of that.)
+# already shows what the request changed. (anyMessage fires on arrival, ahead of that: it counts
+# the comm messages the page sends, so that a change still on its way to the kernel is seen.)
 _JS_LISTEN = """() => {
   const w = window.jupyterapp.shell.currentWidget;
   const k = w.sessionContext.session.kernel;
-  const s = window.__hooklab = {executed: 0, commDone: 0, status: k.status};
+  const s = window.__hooklab = {executed: 0, commSent: 0, commDone: 0, status: k.status};
+  k.anyMessage.connect((_, a) => {
+    if (a.direction === 'send' && a.msg.header.msg_type === 'comm_msg') s.commSent += 1;
+  });
   k.iopubMessage.connect((_, m) => {
     if (m.header.msg_type !== 'status') return;
     s.status = m.content.execution_state;
@@ -351,10 +355,31 @@ _JS_WATCH = """(index) => {
   return true;
 }"""
 
+# The panel has settled: no comm message of the page is still unanswered, the kernel is idle, and the
+# view's HTML, the plot's source and those counts are what they were at the previous poll.
+_JS_SETTLED = """(index) => {
+  const p = document.querySelectorAll('.hooklab-panel')[index];
+  const view = p.querySelector('.hooklab-view'), img = p.querySelector('.hooklab-plot img, img.hooklab-plot');
+  const s = window.__hooklab;
+  const now = [view ? view.innerHTML : '', img ? img.src : '', s.commSent, s.commDone, s.status].join('\\u0000');
+  const same = p.__hooklabLast === now;
+  p.__hooklabLast = now;
+  return same && s.status === 'idle' && s.commDone >= s.commSent;
+}"""
+
 _JS_UPDATE = """(index) => {
   const body = document.querySelectorAll('.hooklab-panel')[index].querySelector('.hooklab-view-body');
   return body ? parseInt(body.dataset.update) : -1;
 }"""
+
+# Before a change: watch the panel (_JS_WATCH), forget its earlier events; the view's update count
+# (_JS_UPDATE) and the number of comm messages answered so far; _JS_SETTLED starts afresh. One round trip.
+_JS_BEFORE_ACTION = f"""(index) => {{
+  ({_JS_WATCH})(index);
+  const p = document.querySelectorAll('.hooklab-panel')[index], w = p.__hooklab;
+  w.inputs = []; w.events = []; p.__hooklabLast = null;
+  return [({_JS_UPDATE})(index), window.__hooklab.commDone];
+}}"""
 
 _JS_BUSY = """(index) => !!document.querySelectorAll('.hooklab-panel')[index]
   .querySelector('.hooklab-status .hooklab-busy')"""
@@ -394,10 +419,12 @@ class NotebookPage:
     panel_index: int = 0
     log: list[str] = field(default_factory=list)
     timings: list[Timing] = field(default_factory=list)
+    _seen: tuple[bool, list[dict[str, Any]]] | None = field(default=None, repr=False)  # panels(), read once
 
     # ------------------------------------------------------------------ opening and running
     def load_lab(self) -> None:
         """Load JupyterLab in the page (a fresh workspace: only the Launcher open)."""
+        self.forget()
         self.page.goto(f"{self.lab.url}/lab?reset&token={self.lab.token}")
         self.page.wait_for_function("() => !!window.jupyterapp", timeout=self.timeout_s * 1000)
         self.page.evaluate("async () => { await window.jupyterapp.restored; return true; }")
@@ -405,6 +432,7 @@ class NotebookPage:
     def open(self, reload: bool = True) -> None:
         """Open the notebook as File > Open would, in JupyterLab loaded in this page (loaded anew
         when ``reload`` or when a dialog is in the way); wait until its kernel is idle."""
+        self.forget()
         if reload or self.page.evaluate("() => !window.jupyterapp || !!document.querySelector('.jp-Dialog')"):
             self.load_lab()
         path = f"notebooks/{self.name}"
@@ -474,12 +502,20 @@ class NotebookPage:
             raise AssertionError(f"{self.name}: Run All left cells {not_run} unrun: the kernel stopped at an error "
                                  "in an earlier cell:\n  " + "\n  ".join(errors or ["(no error output found)"]))
         self.page.wait_for_timeout(300)  # let the last widget views render
+        self.forget()
         return seconds
 
     # ------------------------------------------------------------------ panels
     def panels(self, with_plot: bool = False) -> list[dict[str, Any]]:
-        """Every panel on the page: title, controls, view rows and text (and a hash of the plot)."""
-        return self.page.evaluate(_JS_PANELS, with_plot)
+        """Every panel on the page: title, controls, view rows and text (and a hash of the plot).
+        Read from the page once after each change (:meth:`_acted` forgets it before acting)."""
+        if self._seen is None or (with_plot and not self._seen[0]):
+            self._seen = (with_plot, self.page.evaluate(_JS_PANELS, with_plot))
+        return self._seen[1]
+
+    def forget(self) -> None:
+        """Read the panels from the page again next time (after anything that may change them)."""
+        self._seen = None
 
     def live_panels(self) -> list[int]:
         """Indexes of panels whose controls are enabled (a re-built panel disables the older one)."""
@@ -494,17 +530,15 @@ class NotebookPage:
         return View(p["rows"], p["text"], p["plot"], p["error"])
 
     def settled_view(self, most_s: float = 3.0) -> View:
-        """The view once it stops changing: ipywidgets applies a kernel's update asynchronously
-        (a plot's bytes are decoded first), a moment after the kernel reports it is idle."""
-        view = self.view()
-        deadline = time.monotonic() + most_s
-        while time.monotonic() < deadline:
-            self.page.wait_for_timeout(80)
-            now = self.view()
-            if now == view:
-                return now
-            view = now
-        return view
+        """The view once the panel has settled (:data:`_JS_SETTLED`, polled in the page): ipywidgets
+        applies a kernel's update asynchronously (a plot's bytes are decoded first), and a control may
+        send a second message after the first is answered. After ``most_s`` the view as it is."""
+        try:
+            self.page.wait_for_function(_JS_SETTLED, arg=self.panel_index, polling=25, timeout=most_s * 1000)
+        except Exception:
+            pass  # still changing: the caller compares what it shows
+        self.forget()
+        return self.view()
 
     def control(self, label: str) -> dict[str, Any]:
         for c in self.panel()["controls"]:
@@ -528,16 +562,12 @@ class NotebookPage:
     def _acted(self, action: Any, what: str, kind: str = "", settle: bool = True) -> View:
         """Do ``action`` (one change of one control), wait until the kernel has dealt with it and
         the view shows the next update count; time it (:attr:`timings`)."""
-        self.page.evaluate(_JS_WATCH, self.panel_index)
-        count = self.update_count()
-        self.page.evaluate("(i) => { const w = document.querySelectorAll('.hooklab-panel')[i].__hooklab; "
-                           "w.inputs = []; w.events = []; }", self.panel_index)
-        before = self.page.evaluate("() => window.__hooklab.commDone")
+        count, before = self.page.evaluate(_JS_BEFORE_ACTION, self.panel_index)
+        self.forget()
         action()
         try:
-            self.page.wait_for_function(
-                f"() => window.__hooklab.commDone > {before} && window.__hooklab.status === 'idle'", timeout=30_000)
-            self.page.wait_for_function(f"(i) => ({_JS_UPDATE})(i) > {count}", arg=self.panel_index, timeout=30_000)
+            self.page.wait_for_function(f"(i) => window.__hooklab.commDone > {before} && window.__hooklab.status === "
+                                        f"'idle' && ({_JS_UPDATE})(i) > {count}", arg=self.panel_index, timeout=30_000)
         except Exception as exc:
             raise AssertionError(f"{self.name}: the kernel did not answer after {what} (or the view's update "
                                  f"count stayed {count})") from exc

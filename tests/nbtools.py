@@ -129,7 +129,8 @@ def normalise(outputs: list[Any], patterns: list[tuple[str, str]]) -> dict[str, 
 
 
 def client_for(nb: nbformat.NotebookNode, timeout: int = 300) -> NotebookClient:
-    return NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+    # coalesce_streams: a print stored as one output, as JupyterLab shows it, however the kernel's messages split it
+    return NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True, coalesce_streams=True,
                           record_timing=False, resources={"metadata": {"path": str(NOTEBOOKS)}})
 
 

@@ -440,7 +440,8 @@ def test_notebook_with_the_oldest_ipywidgets(path: Path, oldest_ipywidgets: Path
     stored = read(path)
     nb = copy.deepcopy(stored)
     nb.cells.insert(0, nbformat.v4.new_code_cell("import ipywidgets; print(ipywidgets.__version__)"))
-    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+    # coalesce_streams: one print, one output (a busy machine can deliver it in two messages)
+    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True, coalesce_streams=True,
                    resources={"metadata": {"path": str(path.parent)}}).execute(env=_old_env(oldest_ipywidgets))
     version = nb.cells.pop(0).outputs
     assert version and version[0]["text"].strip() == OLDEST_IPYWIDGETS, version

@@ -225,6 +225,31 @@ def test_after_300_steps_the_wrong_labels_are_learned_and_the_ranking_blurs():
     assert norms[planted].min() > 100 * norms[~planted].median()
 
 
+def test_the_live_picture_is_draw_norms_picture():
+    """LiveNorms redraws only the bars, the clipping line and its label (and the spines over them), yet
+    every picture is pixel for pixel draw_norms' full drawing of the same norms, clip and y axis; the
+    axes are drawn again only for a new upper end (a round number above the bars and the line)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    def pixels(png: bytes) -> np.ndarray:
+        return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+
+    flipped, generator = torch.tensor([3, 10, 50]), torch.Generator().manual_seed(0)
+    live = nb11.LiveNorms(96, flipped, "t")
+    tops = []
+    for scale, clip in [(1.0, 0.5), (1.0, 0.9), (5.0, 1.0), (1.0, 3.0), (1.0, 0.1)]:
+        norms = torch.rand(96, generator=generator) * scale
+        full = figure((7.5, 2.2))
+        tops.append(live.top(norms, clip))
+        nb11.draw_norms(full, norms, flipped, clip, "t", top=tops[-1])
+        got, want = pixels(live.png(norms, clip)), pixels(to_png(full))
+        assert got.shape == want.shape and (got == want).all(), (scale, clip, int((got != want).any(-1).sum()))
+    assert tops == [2.0, 2.0, 10.0, 5.0, 2.0] and live.canvas.full_draws == 3  # 2.0 drawn once, kept
+
+
 def test_draw_norms_marks_the_planted_examples_and_the_clip_line(trained):
     data, model = trained
     fig = figure((6, 2))

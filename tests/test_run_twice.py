@@ -32,7 +32,8 @@ CONFTEST = ("import sys\nsys.path.insert(0, {root!r})\nfrom tests.run_twice impo
 def _notebook(folder: Path, name: str, cell: str, split: bool = False) -> None:
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SETUP), nbformat.v4.new_code_cell(cell)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    NotebookClient(nb, timeout=60, kernel_name="python3").execute()
+    # coalesce_streams: one print stored as one output even when it reached the client in two messages
+    NotebookClient(nb, timeout=60, kernel_name="python3", coalesce_streams=True).execute()
     assert nb.cells[1].outputs[0]["text"] == "callback ran\n"  # stored from a plain run: one callback
     if split:  # stored as two stream outputs, as Jupyter stores a print that arrived in two messages
         nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)

@@ -30,11 +30,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..lab.exercises import Exercise, Mistake
-from ..lab.plots import fixed_layout
+from ..lab.plots import LiveCanvas, figure, fixed_layout, round_limit
 from .data import seeded
 
 __all__ = ["Data", "make_data", "make_model", "train", "per_sample_grads", "func_grads", "loop_grads",
-           "flat_norms", "quiet_first_layer", "FIRST_LAYER_WARNING", "draw_norms",
+           "flat_norms", "quiet_first_layer", "FIRST_LAYER_WARNING", "draw_norms", "LiveNorms",
            "linear_exercise", "embedding_exercise", "conv_exercise"]
 
 FEATURES, CLASSES, HIDDEN = 8, 4, 32
@@ -189,13 +189,16 @@ def flat_norms(grads: dict[str, torch.Tensor]) -> torch.Tensor:
 
 
 def draw_norms(fig: Any, norms: torch.Tensor, flipped: torch.Tensor, clip: float | None = None,
-               title: str = "") -> Any:
-    """Each example's gradient norm, largest first; planted wrong labels in orange; the clipping norm."""
+               title: str = "", top: float | None = None) -> Any:
+    """Each example's gradient norm, largest first; planted wrong labels in orange; the clipping norm.
+    ``top``: the y axis's upper end (by default matplotlib's choice)."""
     ax = fig.add_subplot()
     order = norms.argsort(descending=True)
     planted = torch.isin(order, flipped)
     ax.bar(range(len(norms)), norms[order].tolist(), width=1.0,
            color=["#e66100" if p else "#5d8aa8" for p in planted.tolist()])
+    if top is not None:
+        ax.set_ylim(0.0, top)
     if clip is not None:
         ax.axhline(clip, color="black", linewidth=1, linestyle="--")
         ax.text(len(norms) - 1, clip, f" clip at {clip:g}", va="bottom", ha="right", fontsize=7)
@@ -205,6 +208,49 @@ def draw_norms(fig: Any, norms: torch.Tensor, flipped: torch.Tensor, clip: float
     ax.set_title(title, fontsize=8)
     fixed_layout(fig, left=0.08, bottom=0.2, top=0.88)
     return fig
+
+
+class LiveNorms:
+    """:func:`draw_norms`' picture with a clipping norm, built once, for a panel that redraws it on every
+    change: :meth:`png` sets the bars, their colours and the clipping line, and redraws only those
+    (:class:`hooklab.plots.LiveCanvas`); the y axis ends at a round number above the bars and the line
+    (:func:`hooklab.plots.round_limit`), so the axes are drawn again only when that number changes.
+
+    >>> live = LiveNorms(4, torch.tensor([2]), "t")
+    >>> live.png(torch.tensor([0.5, 2.0, 3.0, 1.0]), 1.0)[:4], live.png(torch.ones(4), 2.5)[:4], live.canvas.full_draws
+    (b'\\x89PNG', b'\\x89PNG', 1)
+    """
+
+    def __init__(self, count: int, flipped: torch.Tensor, title: str,
+                 figsize: tuple[float, float] = (7.5, 2.2)) -> None:
+        self.fig, self.flipped, self.title = figure(figsize), flipped, title
+        draw_norms(self.fig, torch.zeros(count), flipped, 1.0, title, top=1.0)
+        from matplotlib.patches import Rectangle
+
+        self.ax = self.fig.axes[0]
+        self.bars = [bar for bar in self.ax.patches if isinstance(bar, Rectangle)]
+        (self.line,), (self.label,) = self.ax.lines, self.ax.texts
+        assert len(self.bars) == count
+        self.canvas = LiveCanvas(self.fig, [*self.bars, self.line, self.label, *self.ax.spines.values()])
+
+    @staticmethod
+    def top(norms: torch.Tensor, clip: float) -> float:
+        """The y axis's upper end for these norms and this clipping norm."""
+        return round_limit(max(float(norms.max()), clip) * 1.05)
+
+    def png(self, norms: torch.Tensor, clip: float) -> bytes:
+        """The picture of ``norms`` with the clipping line at ``clip``, as PNG bytes."""
+        order = norms.argsort(descending=True)
+        planted = torch.isin(order, self.flipped).tolist()
+        for bar, height, p in zip(self.bars, norms[order].tolist(), planted):
+            bar.set_height(height)
+            bar.set_facecolor("#e66100" if p else "#5d8aa8")
+        self.line.set_ydata([clip, clip])
+        self.label.set_y(clip)
+        self.label.set_text(f" clip at {clip:g}")
+        top = self.top(norms, clip)
+        self.ax.set_ylim(0.0, top)
+        return self.canvas.png(key=top)
 
 
 # ---------------------------------------------------------------------- exercise 1: nn.Linear, any shape
