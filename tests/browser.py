@@ -552,10 +552,6 @@ class NotebookPage:
         labels = [c["label"] for c in self.panel()["controls"]]
         return controls.nth(labels.index(label))
 
-    def update_count(self) -> int:
-        """The update count the panel's view carries (``data-update``; -1: none)."""
-        return self.page.evaluate(_JS_UPDATE, self.panel_index)
-
     def busy_shown(self) -> bool:
         return self.page.evaluate(_JS_BUSY, self.panel_index)
 

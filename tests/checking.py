@@ -59,3 +59,30 @@ def hooks_made(monkeypatch: pytest.MonkeyPatch) -> Iterator[HooksMade]:
     with monkeypatch.context() as patch:
         patch.setattr(RemovableHandle, "__init__", init)
         yield seen
+
+
+def png_pixels(png: bytes) -> Any:
+    """A PNG's pixels as an RGBA array (height x width x 4), to compare two pictures pixel for pixel."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+
+
+def embedding_hook_inputs(model: Any, idx: Any, y: Any) -> tuple[Any, Any]:
+    """What a forward hook and a full backward hook on ``model[0]`` (an ``nn.Embedding``) see in one
+    forward and backward pass of a summed cross-entropy: the token indices and the gradient of its
+    output. The hooks are removed afterwards; the parameters' ``.grad`` hold the batch's gradient."""
+    import torch.nn.functional as F
+
+    saved: dict[str, Any] = {}
+    handles = [model[0].register_forward_hook(lambda m, args, out: saved.update(idx=args[0])),
+               model[0].register_full_backward_hook(lambda m, grad_input, grad_output: saved.update(g=grad_output[0]))]
+    try:
+        F.cross_entropy(model(idx), y, reduction="sum").backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return saved["idx"], saved["g"]

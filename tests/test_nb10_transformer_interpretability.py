@@ -16,7 +16,7 @@ import hooklab.course.nb10_transformer_interpretability as nb10
 from hooklab.course.data import seeded
 from hooklab.plots import figure, to_png
 
-from .checking import failed_checks, mistakes
+from .checking import failed_checks, mistakes, png_pixels
 
 LAYERS = ["embed", "blocks.0", "blocks.1"]
 
@@ -97,21 +97,13 @@ def test_pictures_draw():
 def test_the_live_picture_is_draw_labs_picture():
     """LiveLab redraws only the frame and the third bar (and the axes they touch), yet every picture is
     pixel for pixel the one draw_lab draws in full for the same values; a bar past the axis widens it."""
-    import io
-
-    import numpy as np
-    from PIL import Image
-
-    def pixels(png: bytes) -> np.ndarray:
-        return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
-
     values, tokens = torch.rand(3, 8, generator=torch.Generator().manual_seed(0)), nb10.make_batch(1)[0][0]
     live = nb10.LiveLab(values, LAYERS, tokens, 10.0, -10.0, "t")
     for picked, hooked in [((2, 7), 3.0), ((0, 1), -2.0), ((1, 4), 15.0), ((1, 4), 3.0), ((0, 0), -10.0)]:
         full = figure((8, 2.4))
         nb10.draw_lab(full, values, LAYERS, tokens, picked,
                       {"clean run": 10.0, "corrupted run": -10.0, "with the hooks": hooked}, "t")
-        got, want = pixels(live.png(picked, hooked)), pixels(to_png(full))
+        got, want = png_pixels(live.png(picked, hooked)), png_pixels(to_png(full))
         assert got.shape == want.shape and (got == want).all(), (picked, hooked, int((got != want).any(-1).sum()))
     assert live.canvas.full_draws == 2  # the axis for 12 (drawn once, kept) and for 15
 

@@ -30,6 +30,8 @@ import hooklab.course.nb11_per_sample_gradients as nb11
 import hooklab.course._solutions.nb11_per_sample_gradients as solved
 from hooklab.course.data import seeded
 
+from .checking import embedding_hook_inputs
+
 try:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # opacus warns about its optional dependencies on import
@@ -159,13 +161,7 @@ def test_embedding_by_its_hooks_equals_opacus():
     model = seeded(4, lambda: nn.Sequential(nn.Embedding(11, 3), nn.Flatten(), nn.Linear(6 * 3, 2)))
     idx = torch.randint(0, 5, (7, 6), generator=torch.Generator().manual_seed(4))  # repeated tokens
     y = torch.randint(0, 2, (7,), generator=torch.Generator().manual_seed(5))
-    saved = {}
-    handles = [model[0].register_forward_hook(lambda m, args, out: saved.update(idx=args[0])),
-               model[0].register_full_backward_hook(lambda m, gi, go: saved.update(g=go[0]))]
-    F.cross_entropy(model(idx), y, reduction="sum").backward()
-    for handle in handles:
-        handle.remove()
-    ours = solved.per_sample_embedding(model[0], saved["idx"], saved["g"])
+    ours = solved.per_sample_embedding(model[0], *embedding_hook_inputs(model, idx, y))
     torch.testing.assert_close(ours, opacus_grads(model, idx, y, "sum")["0.weight"])
 
 

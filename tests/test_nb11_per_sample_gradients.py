@@ -15,7 +15,7 @@ import hooklab.course._solutions.nb11_per_sample_gradients as solved
 from hooklab.course.data import seeded
 from hooklab.plots import figure, to_png
 
-from .checking import failed_checks, mistakes
+from .checking import embedding_hook_inputs, failed_checks, mistakes, png_pixels
 
 #: the first layer's full backward hook warns that its input (the data) needs no gradient; it still fires
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
@@ -229,14 +229,6 @@ def test_the_live_picture_is_draw_norms_picture():
     """LiveNorms redraws only the bars, the clipping line and its label (and the spines over them), yet
     every picture is pixel for pixel draw_norms' full drawing of the same norms, clip and y axis; the
     axes are drawn again only for a new upper end (a round number above the bars and the line)."""
-    import io
-
-    import numpy as np
-    from PIL import Image
-
-    def pixels(png: bytes) -> np.ndarray:
-        return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
-
     flipped, generator = torch.tensor([3, 10, 50]), torch.Generator().manual_seed(0)
     live = nb11.LiveNorms(96, flipped, "t")
     tops = []
@@ -245,7 +237,7 @@ def test_the_live_picture_is_draw_norms_picture():
         full = figure((7.5, 2.2))
         tops.append(live.top(norms, clip))
         nb11.draw_norms(full, norms, flipped, clip, "t", top=tops[-1])
-        got, want = pixels(live.png(norms, clip)), pixels(to_png(full))
+        got, want = png_pixels(live.png(norms, clip)), png_pixels(to_png(full))
         assert got.shape == want.shape and (got == want).all(), (scale, clip, int((got != want).any(-1).sum()))
     assert tops == [2.0, 2.0, 10.0, 5.0, 2.0] and live.canvas.full_draws == 3  # 2.0 drawn once, kept
 
@@ -341,14 +333,9 @@ def test_the_embedding_solution_fed_by_hooks_equals_torch_func_and_the_loop():
     idx = torch.randint(0, 5, (7, 6), generator=torch.Generator().manual_seed(4))  # repeats and padding
     idx[:, -1] = 0
     y = torch.randint(0, 2, (7,), generator=torch.Generator().manual_seed(5))
-    saved = {}
-    handles = [model[0].register_forward_hook(lambda m, args, out: saved.update(idx=args[0])),
-               model[0].register_full_backward_hook(lambda m, grad_input, grad_output: saved.update(g=grad_output[0]))]
-    F.cross_entropy(model(idx), y, reduction="sum").backward()
-    for handle in handles:
-        handle.remove()
-    assert list(saved["g"].shape) == [7, 6, 3]
-    got = solved.per_sample_embedding(model[0], saved["idx"], saved["g"])
+    seen, g = embedding_hook_inputs(model, idx, y)
+    assert list(g.shape) == [7, 6, 3]
+    got = solved.per_sample_embedding(model[0], seen, g)
     torch.testing.assert_close(got.sum(0), model[0].weight.grad)
     torch.testing.assert_close(got, nb11.func_grads(model, idx, y)["0.weight"])
     torch.testing.assert_close(got, nb11.loop_grads(model, idx, y)["0.weight"])
