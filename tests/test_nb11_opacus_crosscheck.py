@@ -110,7 +110,8 @@ def _dp_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, max_norm: float
     factor = (max_norm / (nb11.flat_norms(grads) + 1e-6)).clamp(max=1.0)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            p -= lr * torch.einsum("n,n...->...", factor, grads[name]) / expected_batch_size
+            if name in grads:  # a frozen parameter has none
+                p -= lr * torch.einsum("n,n...->...", factor, grads[name]) / expected_batch_size
 
 
 @pytest.mark.parametrize("drawn", [96, 60])
@@ -207,3 +208,25 @@ def test_opacus_embedding_sampler_gives_the_padding_row_a_gradient():
     assert torch.equal(func[:, 0], torch.zeros_like(func[:, 0]))
     assert theirs[:, 0].norm() > 0.01
     torch.testing.assert_close(theirs[:, 1:], func[:, 1:])
+
+
+def test_the_dp_step_with_a_frozen_layer_leaves_it_and_steps_the_rest_as_dpoptimizer_does():
+    """A frozen parameter has no per-sample gradient: the notebook's step skips it (no noise, no step),
+    as DPOptimizer does, and the trainable ones move as DPOptimizer moves them."""
+    from opacus.optimizers import DPOptimizer
+
+    data = nb11.make_data()
+    ours, theirs = nb11.make_model(), nb11.make_model()
+    for model in (ours, theirs):
+        model[0].requires_grad_(False)
+    before = [p.detach().clone() for p in ours.parameters()]
+    _dp_step(ours, data.x, data.y, max_norm=1.0, lr=0.5, expected_batch_size=96)
+    wrapped = GradSampleModule(theirs)
+    optimizer = DPOptimizer(torch.optim.SGD(wrapped.parameters(), lr=0.5), noise_multiplier=0.0, max_grad_norm=1.0,
+                            expected_batch_size=96)
+    F.cross_entropy(wrapped(data.x), data.y).backward()
+    optimizer.step()
+    moved = [not torch.equal(p, b) for p, b in zip(ours.parameters(), before)]
+    assert moved == [p.requires_grad for p in ours.parameters()] and not all(moved)
+    assert all(torch.allclose(p, q, atol=1e-6) for p, q in zip(ours.parameters(), theirs.parameters()))
+    wrapped.remove_hooks()
