@@ -287,3 +287,47 @@ def test_activation_stats_equal_the_plain_formulas(layout):
     assert s.zeros == [(out <= 0).float().mean().item(), (with_nan <= 0).float().mean().item()]
     assert s.dead == [diag.dead_share(out), diag.dead_share(with_nan)] == [pytest.approx(2 / 6)] * 2
     assert s.hist == [torch.histc(x.clamp(max=4.0), 40, 0.0, 4.0).tolist() for x in (out, with_nan)]
+
+
+def _stats_of_training(background) -> dict[str, diag.LayerStats]:
+    train_set = shapes.default_data(256, 64)[0]
+    model = shapes.init_weights(shapes.tiny_cnn(), "kaiming", seed=3)
+    with diag.ActivationStats(model, "relu*", name="t-background", background=background) as stats:
+        shapes.train(model, train_set, epochs=1, lr=0.006, seed=3)
+        stats.wait()
+    return stats.layers
+
+
+def test_statistics_computed_in_the_background_are_the_inline_ones_bit_for_bit():
+    """run() computes the activation statistics on a second thread while the model trains: the same
+    floats and counts, in the same order, as the hook computing them itself."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    inline = _stats_of_training(None)
+    with ThreadPoolExecutor(1, initializer=hooklab.threads.one_thread_off_main) as pool:
+        background = _stats_of_training(pool)
+    assert list(inline) == list(background) == ["relu1", "relu2", "relu3"]
+    for name in inline:
+        assert len(inline[name]) == 8
+        assert inline[name] == background[name], name  # the dataclasses compare every list exactly
+
+
+@pytest.mark.filterwarnings("ignore:std.*degrees of freedom")  # the empty batch's std, whichever thread warns
+def test_an_error_in_the_background_is_raised_by_wait_and_nothing_is_left_waiting():
+    from concurrent.futures import ThreadPoolExecutor
+
+    layer = torch.nn.Identity()
+    with ThreadPoolExecutor(1) as pool, diag.ActivationStats(layer, "", name="t-bg-error", background=pool) as stats:
+        for _ in range(diag.ActivationStats.MAX_WAITING + 3):  # more than may wait: the hook waits, no deadlock
+            layer(torch.ones(2, 3))
+        layer(torch.ones(0, 3))  # an empty batch: the dead share's amax raises, in the background
+        with pytest.raises(IndexError, match="non-zero size"):
+            stats.wait()
+        stats.wait()  # nothing left
+    assert len(stats[""]) == diag.ActivationStats.MAX_WAITING + 3
+
+
+def test_run_leaves_the_number_of_threads_as_it_was():
+    before = torch.get_num_threads()
+    diag.run(steps=2, n_train=64, n_test=32)
+    assert torch.get_num_threads() == before

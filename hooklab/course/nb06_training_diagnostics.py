@@ -2,7 +2,9 @@
 
 The hooks compute their statistics *inside* the hook and keep only Python floats (and one small
 histogram per step), so recording every step of a training run costs little memory and keeps no
-tensor, let alone an autograd graph, alive.
+tensor, let alone an autograd graph, alive. (:func:`run` has them computed on a second thread
+instead, from a copy of each output, a few at a time: the same numbers, and the training does not
+wait for them.)
 
 * :class:`ActivationStats`: a forward hook per chosen layer records, for every training step, the
   mean and standard deviation of the layer's output, the share of outputs that are zero, the share
@@ -34,6 +36,8 @@ from __future__ import annotations
 
 import copy
 import math
+import threading
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence, cast
 
@@ -48,6 +52,7 @@ from ..hooks import HookOwner, Hooks
 from ..lab.plots import LABEL, SMALL, TITLE, LiveCanvas, figure, fixed_layout
 from ..claims import approx
 from ..selection import select
+from ..threads import one_thread_off_main
 
 
 def dead_share(output: torch.Tensor) -> float:
@@ -148,17 +153,26 @@ class ActivationStats(HookOwner):
         name: the owning :class:`hooklab.Hooks` name: a new ``ActivationStats`` with the same
             name (re-running the cell) removes the older one's hooks. Without a name, two are
             independent.
+        background: compute the statistics on this executor's one thread (a copy of each output
+            waits there, at most :attr:`MAX_WAITING` at a time) while the model goes on; the same
+            numbers, in the same order. Until :meth:`wait`, the lists may lag behind the steps.
+            :func:`run` uses it: on a second CPU core, the training does not wait for them.
 
     ``stats["relu2"].dead`` is the list of dead-unit shares, one per step. Use it as a context
     manager, or call :meth:`remove`.
     """
 
+    #: With ``background``, the most outputs waiting for their statistics (the hook waits beyond).
+    MAX_WAITING = 24
+
     def __init__(self, model: nn.Module, *patterns: str, bins: int = 40, hist_max: float = 4.0,
-                 training_only: bool = True, name: str | None = None) -> None:
+                 training_only: bool = True, name: str | None = None, background: Executor | None = None) -> None:
         self.modules = select(model, *patterns)
         if not self.modules:
             raise ValueError("no layer matched: nothing to record.")
         self.bins, self.hist_max, self.training_only = bins, hist_max, training_only
+        self.background, self._waiting = background, threading.BoundedSemaphore(self.MAX_WAITING)
+        self._pending: list[Future] = []
         self.layers: dict[str, LayerStats] = {n: LayerStats(n) for n in self.modules}
         self.hooks = Hooks(name)
         for layer_name, module in self.modules.items():
@@ -167,10 +181,7 @@ class ActivationStats(HookOwner):
     def _make_hook(self, stats: LayerStats) -> Callable:
         bins, hist_max, training_only = self.bins, self.hist_max, self.training_only
 
-        def record_stats(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
-            if training_only and not module.training:
-                return
-            a = output.detach().float()
+        def record(a: torch.Tensor) -> None:
             values = _flat(a)
             zeros = (values <= 0).view(torch.uint8).sum(dtype=torch.int32).float() / values.numel()  # = mean()
             mean, std, zeros, dead = torch.stack([values.mean(), values.std(), zeros, _dead(a)]).tolist()
@@ -180,7 +191,30 @@ class ActivationStats(HookOwner):
             stats.dead.append(dead)
             stats.hist.append(histogram(values, bins, hist_max).tolist())
 
+        def record_stats(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+            if training_only and not module.training:
+                return
+            if self.background is None:
+                record(output.detach().float())
+                return
+            self._waiting.acquire()
+            self._pending.append(self.background.submit(self._off_main, record, output.detach().float().clone()))
+
         return record_stats
+
+    def _off_main(self, record: Callable, a: torch.Tensor) -> None:
+        try:
+            one_thread_off_main()  # one PyTorch thread, as the training's: the same sums
+            record(a)
+        finally:
+            self._waiting.release()
+
+    def wait(self) -> None:
+        """Wait until the statistics of every step so far are recorded (with ``background``);
+        an error raised while computing them is raised here."""
+        pending, self._pending = self._pending, []
+        for future in pending:
+            future.result()
 
     def __getitem__(self, name: str) -> LayerStats:
         if name not in self.layers:
@@ -340,10 +374,18 @@ def run(init: str = "kaiming", lr: float = 0.006, *, steps: int | None = None, e
     seed = shapes.SEED if seed is None else seed
     train_set, test_set = shapes.default_data(n_train, n_test)
     model = shapes.init_weights(shapes.tiny_cnn(inplace=inplace), init, seed=seed)
-    with ActivationStats(model, "relu*", hist_max=hist_max, name="diagnostics.run:stats") as stats, \
+    # the activation statistics are computed on a second thread (a second core) while it trains. That
+    # thread is set to one PyTorch thread before the training starts (the setting also reaches MKL,
+    # for the whole process: shapes.train's own one thread, set after, and its end restore it)
+    with ThreadPoolExecutor(1, thread_name_prefix="hooklab-stats", initializer=one_thread_off_main) as pool, \
+            ActivationStats(model, "relu*", hist_max=hist_max, name="diagnostics.run:stats", background=pool) as stats, \
             GradNorms(model, "conv*", "fc", name="diagnostics.run:grads") as grads:
-        result = shapes.train(model, train_set, test=test_set, epochs=epochs, lr=lr, max_steps=steps, seed=seed,
-                              test_every=max(1, len(train_set) // 32) if steps is None else None)
+        pool.submit(int).result()  # the thread started, and set
+        try:
+            result = shapes.train(model, train_set, test=test_set, epochs=epochs, lr=lr, max_steps=steps, seed=seed,
+                                  test_every=max(1, len(train_set) // 32) if steps is None else None)
+        finally:
+            stats.wait()
     return Run(init, lr, stats, grads, result.losses, result.test_accuracy, result.test_accuracies)
 
 
