@@ -313,18 +313,66 @@ def test_statistics_computed_in_the_background_are_the_inline_ones_bit_for_bit()
 
 
 @pytest.mark.filterwarnings("ignore:std.*degrees of freedom")  # the empty batch's std, whichever thread warns
-def test_an_error_in_the_background_is_raised_by_wait_and_nothing_is_left_waiting():
+def test_an_error_in_the_background_is_raised_by_wait_once_every_step_is_recorded():
     from concurrent.futures import ThreadPoolExecutor
 
     layer = torch.nn.Identity()
+    n = diag.ActivationStats.MAX_WAITING + 3  # more than may wait: the hook waits, no deadlock
     with ThreadPoolExecutor(1) as pool, diag.ActivationStats(layer, "", name="t-bg-error", background=pool) as stats:
-        for _ in range(diag.ActivationStats.MAX_WAITING + 3):  # more than may wait: the hook waits, no deadlock
+        for _ in range(n):
             layer(torch.ones(2, 3))
         layer(torch.ones(0, 3))  # an empty batch: the dead share's amax raises, in the background
+        for _ in range(5):
+            layer(torch.ones(2, 3))
         with pytest.raises(IndexError, match="non-zero size"):
             stats.wait()
+        assert len(stats[""]) == n + 5  # wait() waited for the steps after the error too
         stats.wait()  # nothing left
-    assert len(stats[""]) == diag.ActivationStats.MAX_WAITING + 3
+    assert len(stats[""]) == n + 5
+
+
+def test_a_step_the_executor_refuses_gives_its_place_back():
+    """An executor shut down refuses each output: the forward pass raises, and no place is kept."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    layer = torch.nn.Identity()
+    pool = ThreadPoolExecutor(1)
+    pool.shutdown()
+    refused = []
+
+    def forward_many() -> None:
+        for _ in range(diag.ActivationStats.MAX_WAITING + 5):
+            with pytest.raises(RuntimeError, match="shutdown"):
+                layer(torch.ones(2, 3))
+            refused.append(1)
+
+    with diag.ActivationStats(layer, "", name="t-bg-refused", background=pool):
+        worker = threading.Thread(target=forward_many, daemon=True)
+        worker.start()
+        worker.join(timeout=30)
+    assert not worker.is_alive(), "a forward pass waited for a place that was never given back"
+    assert len(refused) == diag.ActivationStats.MAX_WAITING + 5
+
+
+def test_run_raises_the_trainings_error_and_leaves_no_hook_and_no_thread():
+    import threading
+
+    calls = []
+
+    def fail_at_the_third_step(module, args, output):
+        if isinstance(module, torch.nn.Linear):
+            calls.append(1)
+            if len(calls) == 3:
+                raise KeyboardInterrupt("pressed at step 3")
+
+    handle = torch.nn.modules.module.register_module_forward_hook(fail_at_the_third_step)
+    try:
+        with pytest.raises(KeyboardInterrupt, match="step 3"):
+            diag.run(steps=8, n_train=256, n_test=32)
+    finally:
+        handle.remove()
+    assert not [t for t in threading.enumerate() if t.name.startswith("hooklab-stats")]
 
 
 def test_run_leaves_the_number_of_threads_as_it_was():

@@ -37,6 +37,7 @@ from __future__ import annotations
 import copy
 import math
 import threading
+from concurrent import futures
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence, cast
@@ -154,9 +155,11 @@ class ActivationStats(HookOwner):
             name (re-running the cell) removes the older one's hooks. Without a name, two are
             independent.
         background: compute the statistics on this executor's one thread (a copy of each output
-            waits there, at most :attr:`MAX_WAITING` at a time) while the model goes on; the same
-            numbers, in the same order. Until :meth:`wait`, the lists may lag behind the steps.
-            :func:`run` uses it: on a second CPU core, the training does not wait for them.
+            waits there, at most :attr:`MAX_WAITING` at a time) while the model goes on. Until
+            :meth:`wait`, the lists may lag behind the steps. The same numbers, in the same order,
+            when the model runs on one PyTorch thread as that thread does (a mean summed on two
+            threads can differ in its last bits). :func:`run` uses it: on a second CPU core, the
+            training does not wait for the statistics.
 
     ``stats["relu2"].dead`` is the list of dead-unit shares, one per step. Use it as a context
     manager, or call :meth:`remove`.
@@ -198,23 +201,29 @@ class ActivationStats(HookOwner):
                 record(output.detach().float())
                 return
             self._waiting.acquire()
-            self._pending.append(self.background.submit(self._off_main, record, output.detach().float().clone()))
+            try:
+                future = self.background.submit(self._off_main, record, output.detach().float().clone())
+            except BaseException:
+                self._waiting.release()
+                raise
+            future.add_done_callback(lambda _: self._waiting.release())  # also when cancelled or failed
+            self._pending.append(future)
 
         return record_stats
 
-    def _off_main(self, record: Callable, a: torch.Tensor) -> None:
-        try:
-            one_thread_off_main()  # one PyTorch thread, as the training's: the same sums
-            record(a)
-        finally:
-            self._waiting.release()
+    @staticmethod
+    def _off_main(record: Callable, a: torch.Tensor) -> None:
+        one_thread_off_main()  # one PyTorch thread, as the training's: the same sums
+        record(a)
 
-    def wait(self) -> None:
-        """Wait until the statistics of every step so far are recorded (with ``background``);
-        an error raised while computing them is raised here."""
+    def wait(self, raise_error: bool = True) -> None:
+        """Wait until the statistics of every step so far are recorded (with ``background``); then
+        raise the first error raised while computing them (unless not ``raise_error``)."""
         pending, self._pending = self._pending, []
-        for future in pending:
-            future.result()
+        futures.wait(pending)
+        errors = [error for f in pending if not f.cancelled() and (error := f.exception()) is not None]
+        if errors and raise_error:
+            raise errors[0]
 
     def __getitem__(self, name: str) -> LayerStats:
         if name not in self.layers:
@@ -374,9 +383,8 @@ def run(init: str = "kaiming", lr: float = 0.006, *, steps: int | None = None, e
     seed = shapes.SEED if seed is None else seed
     train_set, test_set = shapes.default_data(n_train, n_test)
     model = shapes.init_weights(shapes.tiny_cnn(inplace=inplace), init, seed=seed)
-    # the activation statistics are computed on a second thread (a second core) while it trains. That
-    # thread is set to one PyTorch thread before the training starts (the setting also reaches MKL,
-    # for the whole process: shapes.train's own one thread, set after, and its end restore it)
+    # the activation statistics are computed on a second thread (a second core) while it trains, set
+    # to one PyTorch thread before the training starts (shapes.train trains on one)
     with ThreadPoolExecutor(1, thread_name_prefix="hooklab-stats", initializer=one_thread_off_main) as pool, \
             ActivationStats(model, "relu*", hist_max=hist_max, name="diagnostics.run:stats", background=pool) as stats, \
             GradNorms(model, "conv*", "fc", name="diagnostics.run:grads") as grads:
@@ -384,8 +392,10 @@ def run(init: str = "kaiming", lr: float = 0.006, *, steps: int | None = None, e
         try:
             result = shapes.train(model, train_set, test=test_set, epochs=epochs, lr=lr, max_steps=steps, seed=seed,
                                   test_every=max(1, len(train_set) // 32) if steps is None else None)
-        finally:
-            stats.wait()
+        except BaseException:
+            stats.wait(raise_error=False)  # the training's error (or Ctrl-C) is the one to see
+            raise
+        stats.wait()
     return Run(init, lr, stats, grads, result.losses, result.test_accuracy, result.test_accuracies)
 
 
