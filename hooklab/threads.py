@@ -25,8 +25,8 @@ def off_main_thread() -> bool:
 
 
 def one_thread_off_main() -> None:
-    """Off the main thread, set this thread to one PyTorch thread, for good (threads started later
-    begin with one too); on it, nothing."""
+    """Off the main thread, set this thread to one PyTorch thread, for good; on it, nothing. Call it in
+    each such thread: one started later may begin with more (:func:`threads` sets the number back)."""
     if off_main_thread() and torch.get_num_threads() != 1:
         torch.set_num_threads(1)
 
