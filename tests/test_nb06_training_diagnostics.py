@@ -358,9 +358,10 @@ def test_a_step_the_executor_refuses_gives_its_place_back():
 def test_run_raises_the_trainings_error_and_leaves_no_hook_and_no_thread():
     import threading
 
-    calls = []
+    calls, modules = [], []
 
     def fail_at_the_third_step(module, args, output):
+        modules.append(module)  # every layer run() trains: the ReLUs with the statistics hooks too
         if isinstance(module, torch.nn.Linear):
             calls.append(1)
             if len(calls) == 3:
@@ -373,6 +374,8 @@ def test_run_raises_the_trainings_error_and_leaves_no_hook_and_no_thread():
     finally:
         handle.remove()
     assert not [t for t in threading.enumerate() if t.name.startswith("hooklab-stats")]
+    relus = {id(m): m for m in modules if isinstance(m, torch.nn.ReLU)}.values()
+    assert len(relus) == 3 and sum(hooklab.count_hooks(m, include_global=False) for m in relus) == 0
 
 
 def test_run_leaves_the_number_of_threads_as_it_was():
