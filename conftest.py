@@ -71,8 +71,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if not environments and item.get_closest_marker("environments"):
             item.add_marker(skip_env)
-        if _file(item).endswith(".ipynb"):
-            item.add_marker(pytest.mark.kernels)
+        if _file(item).endswith(".ipynb") and not item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.kernels)  # a notebook's cells (not its check in the browser)
         if not full and item.get_closest_marker("zoo_full"):
             item.add_marker(skip_full)
         if not site and item.get_closest_marker("site"):
@@ -90,9 +90,10 @@ SPREAD = (
 
 
 def heaviest_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The default order for two workers: each notebook in the browser, then the notebooks under
-    nbval, both the later (longer) notebooks first, then everything else in collection order; a
-    notebook's cells keep their order."""
+    """The default order for two workers: the notebooks run in the browser alone (Run All in a fresh
+    kernel), then the notebooks under nbval, each followed by its check in the browser on the same
+    kernel (tests/shared_kernel.py), both the later (longer) notebooks first, then everything else
+    in collection order; a notebook's cells keep their order, its check last."""
     def weight(item: pytest.Item) -> tuple[int, int]:
         number = re.search(r"(\d\d)_\w+\.ipynb", item.nodeid)
         later_first = -int(number.group(1)) if number else 0
@@ -132,5 +133,9 @@ def pytest_configure(config: pytest.Config) -> None:
         from tests.run_twice import RunTwice
 
         config.pluginmanager.register(RunTwice(), "hooklab-run-twice")
+    if config.getoption("nbval", default=False):
+        from tests.shared_kernel import SharedKernel
+
+        config.pluginmanager.register(SharedKernel(), "hooklab-shared-kernel")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_Scheduling(), "hooklab-scheduling")

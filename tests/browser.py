@@ -173,14 +173,39 @@ class Lab:
         except OSError:
             return ""
 
-    def api(self, method: str, path: str, timeout: float = 10) -> Any:
+    def api(self, method: str, path: str, timeout: float = 10, body: dict[str, Any] | None = None) -> Any:
         request = urllib.request.Request(self.url + path, method=method,
-                                         headers={"Authorization": f"token {self.token}"})
+                                         headers={"Authorization": f"token {self.token}",
+                                                  "Content-Type": "application/json"})
         if method in ("POST", "PUT", "PATCH"):
-            request.data = b"{}"
+            request.data = json.dumps(body or {}).encode()
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body = response.read()
         return json.loads(body) if body else None
+
+    def start_session(self, name: str, timeout: float = 90) -> dict[str, Any]:
+        """Start a kernel for ``notebooks/<name>`` as opening it in JupyterLab would (a session for
+        its path, the python3 kernel, in the notebook's folder); the page that opens the notebook
+        later connects to this kernel. Returns the session (its ``kernel`` has the kernel's id).
+        Refuses when the path has a session already: the server would hand back its used kernel."""
+        path = f"notebooks/{name}"
+        left = [s["kernel"]["id"] for s in self.api("GET", "/api/sessions") if s["path"] == path]
+        if left:
+            raise RuntimeError(f"{path} already has a session with kernel {left[0]}: a check before this one "
+                               "did not shut its kernel down")
+        return self.api("POST", "/api/sessions", timeout=timeout, body={
+            "path": path, "type": "notebook", "name": name, "kernel": {"name": "python3"}})
+
+    def connection_file(self, kernel_id: str) -> Path:
+        """The connection file of a kernel this server started (for a client of its own)."""
+        return self.workdir / "runtime" / f"kernel-{kernel_id}.json"
+
+    def kernel_pid(self, kernel_id: str) -> int | None:
+        """The process of that kernel (found by its connection file), or None where there is no
+        /proc to look in."""
+        marker = str(self.connection_file(kernel_id)).encode()
+        found = [pid for pid, cmdline in _processes() if marker in cmdline]
+        return found[0] if found else None
 
     def shutdown_kernels(self) -> None:
         """Shut down every kernel (each notebook's test ends with this: memory and CPU back)."""
@@ -195,14 +220,7 @@ class Lab:
     def _kernel_pids(self) -> list[int]:
         """Processes started with a connection file from this server's runtime dir (its kernels)."""
         marker = str(self.workdir / "runtime").encode()
-        pids = []
-        for proc in Path("/proc").glob("[0-9]*"):
-            try:
-                if marker in (proc / "cmdline").read_bytes():
-                    pids.append(int(proc.name))
-            except OSError:
-                continue
-        return pids
+        return [pid for pid, cmdline in _processes() if marker in cmdline]
 
     def __exit__(self, *exc: Any) -> None:
         proc, self.proc = self.proc, None
@@ -231,6 +249,27 @@ class Lab:
                 except OSError:
                     pass
             self._log.close()
+
+
+def _processes() -> list[tuple[int, bytes]]:
+    """(pid, command line) of every process /proc shows (none where there is no /proc)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            found.append((int(proc.name), (proc / "cmdline").read_bytes()))
+        except OSError:
+            continue
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether the process is there and not a zombie (ended, not yet reaped by its parent)."""
+    try:
+        os.kill(pid, 0)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 # ---------------------------------------------------------------------- the page
@@ -388,6 +427,16 @@ _JS_BUSY = """(index) => !!document.querySelectorAll('.hooklab-panel')[index]
 PANEL_ROLES = ("heading", "checkbox", "slider", "combobox", "textbox", "button")
 
 
+@dataclass(frozen=True)
+class ConsoleError:
+    """An error the page logged in the browser's console."""
+    text: str
+    url: str  # where it came from: the script, or the resource that failed to load
+
+    def __str__(self) -> str:
+        return f"{self.text} ({self.url or 'no address'})"
+
+
 @dataclass
 class Timing:
     """One change of one control, timed in the page (ms after the input event)."""
@@ -501,6 +550,32 @@ class NotebookPage:
                       for o in c["outputs"] if o["type"] == "error"]
             raise AssertionError(f"{self.name}: Run All left cells {not_run} unrun: the kernel stopped at an error "
                                  "in an earlier cell:\n  " + "\n  ".join(errors or ["(no error output found)"]))
+        self.page.wait_for_timeout(300)  # let the last widget views render
+        self.forget()
+        return seconds
+
+    def kernel_id(self) -> str:
+        """The id of the kernel the open notebook is connected to."""
+        return self.page.evaluate(f"() => {_JS_CURRENT}.sessionContext.session.kernel.id")
+
+    def run_cells(self, indexes: list[int]) -> float:
+        """Run these cells (indexes among all the notebook's cells) one after another, as a learner
+        selecting each and pressing Shift+Enter would (Run > Run Selected Cell, without moving on);
+        wait until each has run and the kernel is idle. Returns the seconds it took."""
+        start = time.perf_counter()
+        cells = self.cells()
+        wrong = [i for i in indexes if i >= len(cells) or cells[i]["type"] != "code"]
+        assert not wrong, f"{self.name}: cells {wrong} are not code cells of the notebook open in the page"
+        for index in indexes:
+            self.page.evaluate("""async (i) => {
+              const w = window.jupyterapp.shell.currentWidget;
+              w.content.activeCellIndex = i;
+              await window.jupyterapp.commands.execute('notebook:run-cell');
+            }""", index)
+        self.page.wait_for_function(
+            f"() => window.__hooklab.executed >= {len(indexes)} && window.__hooklab.status === 'idle'",
+            timeout=self.timeout_s * 1000)
+        seconds = time.perf_counter() - start
         self.page.wait_for_timeout(300)  # let the last widget views render
         self.forget()
         return seconds

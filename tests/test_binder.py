@@ -36,7 +36,8 @@ import nbformat
 import pytest
 
 from . import binder_env
-from .browser import CHROMIUM_ARGS, INSTALL_HINT, Lab, find_chromium, in_ci
+from .browser import Lab, in_ci
+from .browser_session import shared_chromium
 from .nbtools import code_cells, normalise, read, sanitize_patterns
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -295,32 +296,29 @@ def test_binder_environment_reproduces_notebook_00(binder: SimpleNamespace) -> N
 @pytest.mark.slow
 @pytest.mark.environments
 @pytest.mark.browser
-def test_binder_lab_in_a_browser_has_the_classroom_settings(binder_lab: Lab) -> None:
-    executable = find_chromium()
-    if executable is None:
+def test_binder_lab_in_a_browser_has_the_classroom_settings(binder_lab: Lab, request: pytest.FixtureRequest) -> None:
+    chromium = shared_chromium(request.config)  # this process's (tests/browser_session.py)
+    if isinstance(chromium, str):
         if in_ci():
-            pytest.fail(f"no Chromium: {INSTALL_HINT}")
-        pytest.skip(f"no Chromium: {INSTALL_HINT}")
-    from playwright.sync_api import sync_playwright
+            pytest.fail(f"CI is set, so the browser test must run, but {chromium}", pytrace=False)
+        pytest.skip(f"browser test skipped: {chromium}")
 
     font_size = json.loads((BINDER / "overrides.json").read_text())[
         "@jupyterlab/codemirror-extension:plugin"]["defaultConfig"]["customStyles"]["fontSize"]
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        try:
-            page = chromium.new_page(viewport={"width": 1300, "height": 900})
-            page.goto(f"{binder_lab.url}/lab/tree/notebooks/00_start_here.ipynb?reset&token={binder_lab.token}")
-            page.wait_for_selector(".jp-Notebook .cm-lineNumbers", timeout=120_000)
-            page.wait_for_timeout(1000)  # the settings arrive with the editor; give them a moment
-            seen = page.evaluate("""() => ({
-              editor: getComputedStyle(document.querySelector('.jp-Notebook .cm-content')).fontSize,
-              lineNumbers: document.querySelectorAll('.jp-Notebook .jp-CodeCell .cm-lineNumbers').length > 0,
-              errors: document.querySelector('.jp-Notebook').innerText.includes('Error displaying')})""")
-            assert seen == {"editor": f"{font_size}px", "lineNumbers": True, "errors": False}, seen
-            comms = page.evaluate("""async () => (await window.jupyterapp.serviceManager.settings.fetch(
-              '@jupyterlab/apputils-extension:kernels-settings')).schema.properties.commsOverSubshells.default""")
-            assert comms == "disabled", f"JupyterLab serves commsOverSubshells = {comms!r}"
-            page.evaluate("async () => { await window.jupyterapp.commands.execute('application:toggle-presentation-mode'); }")
-            assert page.evaluate("() => document.querySelector('#main').classList.contains('jp-mod-presentationMode')")
-        finally:
-            chromium.close()
+    page = chromium.new_page(viewport={"width": 1300, "height": 900})
+    try:
+        page.goto(f"{binder_lab.url}/lab/tree/notebooks/00_start_here.ipynb?reset&token={binder_lab.token}")
+        page.wait_for_selector(".jp-Notebook .cm-lineNumbers", timeout=120_000)
+        page.wait_for_timeout(1000)  # the settings arrive with the editor; give them a moment
+        seen = page.evaluate("""() => ({
+          editor: getComputedStyle(document.querySelector('.jp-Notebook .cm-content')).fontSize,
+          lineNumbers: document.querySelectorAll('.jp-Notebook .jp-CodeCell .cm-lineNumbers').length > 0,
+          errors: document.querySelector('.jp-Notebook').innerText.includes('Error displaying')})""")
+        assert seen == {"editor": f"{font_size}px", "lineNumbers": True, "errors": False}, seen
+        comms = page.evaluate("""async () => (await window.jupyterapp.serviceManager.settings.fetch(
+          '@jupyterlab/apputils-extension:kernels-settings')).schema.properties.commsOverSubshells.default""")
+        assert comms == "disabled", f"JupyterLab serves commsOverSubshells = {comms!r}"
+        page.evaluate("async () => { await window.jupyterapp.commands.execute('application:toggle-presentation-mode'); }")
+        assert page.evaluate("() => document.querySelector('#main').classList.contains('jp-mod-presentationMode')")
+    finally:
+        page.close()

@@ -6,7 +6,11 @@ Per notebook (each notebook under notebooks/ is picked up by itself):
 1. open it: no error output (outside cells marked NBVAL_RAISES_EXCEPTION) and no "Error
    displaying widget" or similar on the page; screenshot ``NN-1-opened.png``;
 2. Run > Run All Cells; wait until the kernel is idle and every code cell has run; again no
-   unexpected error anywhere; screenshot ``NN-2-before.png`` (the live lab before any click);
+   unexpected error anywhere; screenshot ``NN-2-before.png`` (the live lab before any click).
+   Under ``python3 dev.py test`` most notebooks skip this step's third execution of every cell:
+   nbval has just run each cell twice in the kernel the page connects to, and only the cells that
+   show and drive the live panel run again, in the page (tests/shared_kernel.py says which
+   notebooks and why);
 3. on every live panel (``hooklab.Panel``), operate every control: tick each checkbox (the view
    must change) and untick it (the view's text and plot must come back exactly); tick them all
    (screenshot ``NN-3-all-ticked.png``) and untick them all; move each slider to an end with the
@@ -17,7 +21,7 @@ Per notebook (each notebook under notebooks/ is picked up by itself):
    options a dropdown lists) and type the original back (the options must come back exactly; a
    dropdown whose choice the text changed is set back, and then the view must come back too);
 4. the notebook's specific expectations from tests/browser_expectations.py (exact values);
-5. reset, on every live panel: right after Run All (the notebook's driving cell has changed the
+5. reset, on every live panel: right after the cells ran (the notebook's driving cell has changed the
    panel), click **reset**: the view must be the first view, as the notebook's stored snapshot of
    the panel shows it (its table rows, per-run figures masked as nbval masks them); at the end,
    change every control away from where it is (tick every checkbox, move every slider to an end,
@@ -48,16 +52,15 @@ import ast
 import html
 import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import nbformat
 import pytest
 
-from .browser import (CHROMIUM_ARGS, INSTALL_HINT, SCREENSHOTS, Lab, NotebookPage, View, find_chromium,
-                      in_ci)
+from .browser import SCREENSHOTS, ConsoleError, NotebookPage, View, in_ci
 from .browser_expectations import CHANGED, EXPECTATIONS, FIRST, SAME, About
+from .browser_session import Browser, shared_browser
 from .nbtools import RAISES, code_cells, has_marker, notebooks, read, sanitize
 from .notebook_header import BINDER_BADGE, COLAB_BADGE, KAGGLE_BADGE, STUDIO_LAB_BADGE
 
@@ -68,55 +71,9 @@ TARGET_SECONDS = 30
 #: A dropdown with more options than this (a layer picker over all of ResNet-18's modules) has
 #: this many of them picked, spread evenly from the first to the last, to keep the test fast.
 MAX_OPTIONS = 10
-STATE = {"lab loaded": False}
 
 
-# ---------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="session")
-def browser() -> Iterator[tuple[Any, str]]:
-    """(a playwright Page, "") or (None, why there is none)."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        yield None, "the playwright package is missing: run `python3 dev.py setup` (it installs requirements.txt)"
-        return
-    executable = find_chromium()
-    if executable is None:
-        yield None, f"no Chromium found: {INSTALL_HINT}"
-        return
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        try:
-            # one context for every notebook: JupyterLab's scripts load from the cache after the first
-            context = chromium.new_context(viewport={"width": 1400, "height": 1100})
-            page = context.new_page()  # one page: JupyterLab loads once, each notebook opens in it
-            page.errors, page.console_errors = [], []
-            page.on("pageerror", lambda error: page.errors.append(str(error)))
-            page.on("console", lambda msg: page.console_errors.append(ConsoleError(msg.text[:300], msg.location.get(
-                "url", ""))) if msg.type == "error" else None)
-            yield page, ""
-        finally:
-            chromium.close()
-
-
-@pytest.fixture(scope="session")
-def lab(browser: tuple[Any, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab | None]:
-    if browser[0] is None:
-        yield None
-        return
-    with Lab(NOTEBOOKS, tmp_path_factory.mktemp("lab")) as server:
-        yield server
-
-
-@dataclass(frozen=True)
-class ConsoleError:
-    text: str
-    url: str  # where it came from: the script, or the resource that failed to load
-
-    def __str__(self) -> str:
-        return f"{self.text} ({self.url or 'no address'})"
-
-
+# ---------------------------------------------------------------------- the browser
 #: The only console errors allowed: the launch badges of each notebook's first cell are images on
 #: the services' sites, which an offline machine cannot load (and one with internet loads).
 OFFLINE_BADGES = (BINDER_BADGE, COLAB_BADGE, KAGGLE_BADGE, STUDIO_LAB_BADGE)
@@ -127,13 +84,14 @@ def unexpected_console_errors(errors: list[ConsoleError]) -> list[ConsoleError]:
             if not (e.url in OFFLINE_BADGES and e.text.startswith("Failed to load resource: net::ERR_"))]
 
 
-def need_browser(browser: tuple[Any, str]) -> Any:
-    chromium, reason = browser
-    if chromium is None:
+def need_browser(config: pytest.Config) -> Browser:
+    """This process's page and JupyterLab; without them the test skips, or under CI fails."""
+    shared = shared_browser(config)
+    if isinstance(shared, str):
         if in_ci():
-            pytest.fail(f"CI is set, so the browser test must run, but {reason}", pytrace=False)
-        pytest.skip(f"browser test skipped: {reason}")
-    return chromium
+            pytest.fail(f"CI is set, so the browser test must run, but {shared}", pytrace=False)
+        pytest.skip(f"browser test skipped: {shared}")
+    return shared
 
 
 # ---------------------------------------------------------------------- checks
@@ -320,7 +278,7 @@ def check_first_view(nb: NotebookPage, path: Path, view: View, exercised: list[s
     want = {k: sanitize(v) for k, v in stored.items()}
     assert got == want, (f"{nb.name}: after reset, {title!r} shows {view.rows}, not its first view as the notebook "
                          f"stores it: {stored}")
-    exercised.append(f"reset {title!r} right after Run All: the first view, as stored ({view})")
+    exercised.append(f"reset {title!r} right after the notebook's cells ran: the first view, as stored ({view})")
 
 
 def change_everything(nb: NotebookPage) -> None:
@@ -400,11 +358,47 @@ def write_report(name: str, lines: list[str]) -> None:
 
 
 # ---------------------------------------------------------------------- the tests
+def _names(source: str) -> set[str]:
+    """The names a cell's code uses (every word, for a cell Python cannot parse, e.g. with a magic)."""
+    try:
+        return {node.id for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Name)}
+    except SyntaxError:
+        return set(re.findall(r"[A-Za-z_]\w*", source))
+
+
+def lab_cells(path: Path) -> list[int]:
+    """Indexes (among all cells) of the code cells that show a live panel (their stored output is
+    one), and of the later cells that drive it: those that use the name the panel cell shows it by
+    (``panel`` or ``lab``, on its last line), such as ``print(panel.set(...))``."""
+    cells = list(code_cells(read(path)))
+    shown = [(index, cell) for index, cell in cells if any(
+        _PANEL_REPR.match(str(out.get("data", {}).get("text/plain", ""))) for out in cell.get("outputs", []))]
+    chosen = {index for index, _ in shown}
+    for index, cell in shown:
+        lines = cell.source.strip().splitlines()
+        name = lines[-1].strip() if lines and lines[-1].strip().isidentifier() else None
+        chosen |= {later for later, other in cells if later > index and name in _names(other.source)}
+    return sorted(chosen)
+
+
 @pytest.mark.browser
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
-def test_notebook_in_browser(path: Path, browser: tuple[Any, str], lab: Lab | None) -> None:
-    page = need_browser(browser)
-    assert lab is not None
+def test_notebook_in_browser(path: Path, request: pytest.FixtureRequest) -> None:
+    """The notebook in a fresh kernel, run by JupyterLab's Run All. (``python3 dev.py test`` runs
+    this for the notebooks in tests/shared_kernel.py's RUN_ALL only; for the others the same checks
+    follow nbval's run, in nbval's kernel: tests/shared_kernel.py.)"""
+    check_notebook_in_browser(need_browser(request.config), path, cells=None)
+
+
+def check_notebook_in_browser(shared: Browser, path: Path, cells: list[int] | None,
+                              kernel_id: str | None = None) -> None:
+    """Steps 1 to 8 of the module's docstring for the notebook at ``path``, in ``shared``'s page: with
+    ``cells=None`` the notebook's kernel is fresh and Run All runs every cell; otherwise every cell has
+    already run in the kernel the page connects to (nbval's), and only ``cells`` (:func:`lab_cells`: the
+    panel cells and the cells that drive them) run again in the page, so that their panels are live
+    there and have been driven, as after Run All; the page must then be connected to ``kernel_id``."""
+    page, lab = shared.page, shared.lab
+    what = "Run All" if cells is None else f"running its lab's cells {cells} in the page"
     start = time.perf_counter()
     times: dict[str, float] = {}
     exercised: list[str] = []
@@ -416,18 +410,24 @@ def test_notebook_in_browser(path: Path, browser: tuple[Any, str], lab: Lab | No
         old.unlink()
     outcome = "failed"
     try:
-        nb.open(reload=not STATE["lab loaded"])
-        STATE["lab loaded"] = True
+        nb.open(reload=not shared.loaded)
+        shared.loaded = True
         times["open"] = time.perf_counter() - start
+        if kernel_id is not None:
+            assert nb.kernel_id() == kernel_id, (f"{path.name}: the page opened the notebook on kernel "
+                                                 f"{nb.kernel_id()}, not on nbval's {kernel_id}")
         nb.screenshot("1-opened")
         problems = nb.unexpected_errors()
         assert not problems, f"{path.name} shows errors before anything ran:\n  " + "\n  ".join(problems)
 
-        times["run all"] = nb.run_all()
+        if cells is None:
+            times["run all"] = nb.run_all()
+        else:
+            times["lab's cells"] = nb.run_cells(cells)
         problems = nb.unexpected_errors()
-        assert not problems, f"{path.name} shows errors after Run All:\n  " + "\n  ".join(problems)
+        assert not problems, f"{path.name} shows errors after {what}:\n  " + "\n  ".join(problems)
         live = nb.live_panels()
-        assert live, f"{path.name}: no live panel (hooklab.Panel with enabled controls) after Run All"
+        assert live, f"{path.name}: no live panel (hooklab.Panel with enabled controls) after {what}"
         outputs_after_run = [len(c["outputs"]) for c in nb.cells()]
 
         mark = time.perf_counter()
@@ -481,11 +481,12 @@ def test_notebook_in_browser(path: Path, browser: tuple[Any, str], lab: Lab | No
               f"({', '.join(f'{k} {v:.1f} s' for k, v in times.items())}); {len(nb.log)} control changes")
         try:
             nb.close()
+            page.goto("about:blank")  # nothing in the page polls the server while the next notebook runs
         except Exception:
             outcome = "failed"
         # the next notebook starts from a freshly loaded JupyterLab: one page that kept every notebook's
         # widgets and pictures grew until Chromium's renderer crashed (at the tenth notebook, once)
-        STATE["lab loaded"] = False
+        shared.loaded = False
         lab.shutdown_kernels()
     if total > TARGET_SECONDS:
         print(f"[browser] {path.name} took {total:.0f} s, over the {TARGET_SECONDS} s aim (a busy machine?)")
@@ -503,9 +504,9 @@ panel"""
 
 
 @pytest.mark.browser
-def test_busy_state_is_visible_while_a_slow_view_is_computed(browser: tuple[Any, str], lab: Lab | None) -> None:
-    page = need_browser(browser)
-    assert lab is not None
+def test_busy_state_is_visible_while_a_slow_view_is_computed(request: pytest.FixtureRequest) -> None:
+    shared = need_browser(request.config)
+    page, lab = shared.page, shared.lab
     page.errors.clear()
     page.console_errors.clear()
     name = "zz_slow_panel.ipynb"
@@ -514,8 +515,8 @@ def test_busy_state_is_visible_while_a_slow_view_is_computed(browser: tuple[Any,
                    lab.root / "notebooks" / name)
     nb = NotebookPage(page, lab, name)
     try:
-        nb.open(reload=not STATE["lab loaded"])
-        STATE["lab loaded"] = True
+        nb.open(reload=not shared.loaded)
+        shared.loaded = True
         nb.run_all()
         nb.panel_index = nb.live_panels()[0]
         assert not nb.busy_shown(), "the busy state is shown before any change"
@@ -567,6 +568,17 @@ def test_every_live_panel_has_a_stored_first_view(path: Path) -> None:
     title its text/plain gives, in single or double quotes as ``repr`` chose): there must be one."""
     views = stored_first_views(path)
     assert views and all(views.values()), f"{path.name}: no stored panel view with table rows: {views}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_each_lab_has_a_cell_that_shows_it_and_one_that_drives_it(path: Path) -> None:
+    """After nbval, the page runs only :func:`lab_cells` again: the panel must then be shown and driven
+    (step 5's first reset follows a driving cell's change), so both kinds must be found."""
+    cells = lab_cells(path)
+    shown = [i for i, cell in code_cells(read(path)) if any(
+        _PANEL_REPR.match(str(out.get("data", {}).get("text/plain", ""))) for out in cell.get("outputs", []))]
+    assert shown and set(shown) < set(cells), (f"{path.name}: panel cells {shown}, lab cells {cells}: no later cell "
+                                               "uses the name the panel cell shows the panel by")
 
 
 def test_expectations_say_what_a_per_run_figure_may_be() -> None:

@@ -35,7 +35,8 @@ import pytest
 import hooklab
 
 from . import notebook_header as header
-from .browser import CHROMIUM_ARGS, INSTALL_HINT, find_chromium, in_ci
+from .browser import in_ci
+from .browser_session import shared_chromium
 from .nbtools import notebooks, read
 
 pytestmark = pytest.mark.site
@@ -75,24 +76,14 @@ def site() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        reason = "the playwright package is missing: run `python3 dev.py setup`"
-    else:
-        executable = find_chromium()
-        reason = "" if executable else f"no Chromium found: {INSTALL_HINT}"
-    if reason:
+def chromium(request: pytest.FixtureRequest) -> Any:
+    """This process's Chromium (tests/browser_session.py: one per process, as playwright allows)."""
+    found = shared_chromium(request.config)
+    if isinstance(found, str):
         if in_ci():
-            pytest.fail(f"CI is set, so the site's browser test must run, but {reason}", pytrace=False)
-        pytest.skip(f"site test skipped: {reason}")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
+            pytest.fail(f"CI is set, so the site's browser test must run, but {found}", pytrace=False)
+        pytest.skip(f"site test skipped: {found}")
+    return found
 
 
 class Visit:
