@@ -2,23 +2,23 @@
 
 Under ``python3 dev.py test`` each notebook would otherwise be executed three times: every cell twice
 in nbval's kernel (tests/run_twice.py), then once more by the browser test's Run All. Where the
-browser check runs (Chromium is there and the check is selected), this plugin makes nbval's kernel
-one that this process's JupyterLab (tests/browser_session.py) started for the notebook, as opening it
-would, and adds one test item after the notebook's last cell, ``notebooks/NN_x.ipynb::in the
-browser``. That item opens the notebook in the page (JupyterLab connects to the kernel nbval ran),
-runs the cells that show and drive its live panel again there (the panel must be live in the
-page), and makes every check of
+browser check runs (Chromium is there, and the check and every cell of the notebook are selected),
+this plugin makes nbval's kernel one that this process's JupyterLab (tests/browser_session.py)
+started for the notebook, as opening it would, and adds one test item after the notebook's last
+cell, ``notebooks/NN_x.ipynb::in the browser``. That item opens the notebook in the page (JupyterLab
+connects to the kernel nbval ran; the item checks the kernel's id), runs the cells that show and
+drive its live panel again there (the panel must be live in the page), and makes every check of
 tests/test_browser.py from there on (:func:`tests.test_browser.check_notebook_in_browser`).
 
 JupyterLab's own Run All, in a fresh kernel, stays tested by tests/test_browser.py's
 ``test_notebook_in_browser``: under ``dev.py test`` for the notebooks in :data:`RUN_ALL` (02, whose
 cells that raise must not stop Run All), and for every notebook when nbval is not in the run
-(``pytest tests/test_browser.py``); it is deselected for a notebook whose check follows nbval.
+(``pytest tests/test_browser.py``); it is deselected for a notebook whose check follows nbval. When
+only some of a notebook's cells are selected, its check runs Run All in a fresh kernel instead.
 
 Without the browser (no Chromium, ``-m "not browser"``, ``--other-cpu``) nbval starts its own kernel,
 as it always did.
 """
-
 from __future__ import annotations
 
 import urllib.error
