@@ -56,6 +56,17 @@ def test_activation_stats_records_floats_per_training_step():
         stats["relu1"].last()
 
 
+@pytest.mark.parametrize("background", [False, True])
+def test_a_layer_whose_output_is_not_one_tensor_gets_a_clear_error(background):
+    from concurrent.futures import ThreadPoolExecutor
+
+    lstm = torch.nn.LSTM(4, 3)  # returns (output, (h, c))
+    with ThreadPoolExecutor(1) as pool, diag.ActivationStats(lstm, "", background=pool if background else None) as stats:
+        with pytest.raises(TypeError, match="output is one tensor; '' returned a tuple: choose a layer inside it"):
+            lstm(torch.randn(5, 1, 4))
+    assert hooklab.count_hooks(lstm) == 0 and len(stats[""]) == 0
+
+
 def test_activation_stats_same_name_replaces_hooks():
     model = shapes.tiny_cnn()
     diag.ActivationStats(model, "relu1", name="t-replace")

@@ -197,6 +197,10 @@ class ActivationStats(HookOwner):
         def record_stats(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
             if training_only and not module.training:
                 return
+            if not isinstance(output, torch.Tensor):  # an LSTM's (output, (h, c)), a dict, ...
+                raise TypeError(f"ActivationStats records layers whose output is one tensor; {stats.name!r} "
+                                f"returned a {type(output).__name__}: choose a layer inside it (an activation, "
+                                "such as a ReLU), or record this one with hooklab.Recorder")
             if self.background is None:
                 record(output.detach().float())
                 return
