@@ -90,9 +90,6 @@ class LabKernel(RunningKernel):
     def interrupt(self) -> None:
         self.lab.api("POST", f"/api/kernels/{self.kernel_id}/interrupt")
 
-    def restart(self) -> None:
-        self.lab.api("POST", f"/api/kernels/{self.kernel_id}/restart", timeout=60)
-
     def stop(self) -> None:
         """End the session and its kernel; again, or after the browser check shut it down, nothing."""
         if self.stopped:

@@ -366,13 +366,18 @@ def _names(source: str) -> set[str]:
         return set(re.findall(r"[A-Za-z_]\w*", source))
 
 
+def panel_cells(path: Path) -> list[int]:
+    """Indexes (among all cells) of the code cells whose stored output is a live panel."""
+    return [index for index, cell in code_cells(read(path))
+            if any(_PANEL_REPR.match(str(out.get("data", {}).get("text/plain", ""))) for out in cell.get("outputs", []))]
+
+
 def lab_cells(path: Path) -> list[int]:
     """Indexes (among all cells) of the code cells that show a live panel (their stored output is
     one), and of the later cells that drive it: those that use the name the panel cell shows it by
     (``panel`` or ``lab``, on its last line), such as ``print(panel.set(...))``."""
-    cells = list(code_cells(read(path)))
-    shown = [(index, cell) for index, cell in cells if any(
-        _PANEL_REPR.match(str(out.get("data", {}).get("text/plain", ""))) for out in cell.get("outputs", []))]
+    cells, panels = list(code_cells(read(path))), set(panel_cells(path))
+    shown = [(index, cell) for index, cell in cells if index in panels]
     chosen = {index for index, _ in shown}
     for index, cell in shown:
         lines = cell.source.strip().splitlines()
@@ -574,9 +579,7 @@ def test_every_live_panel_has_a_stored_first_view(path: Path) -> None:
 def test_each_lab_has_a_cell_that_shows_it_and_one_that_drives_it(path: Path) -> None:
     """After nbval, the page runs only :func:`lab_cells` again: the panel must then be shown and driven
     (step 5's first reset follows a driving cell's change), so both kinds must be found."""
-    cells = lab_cells(path)
-    shown = [i for i, cell in code_cells(read(path)) if any(
-        _PANEL_REPR.match(str(out.get("data", {}).get("text/plain", ""))) for out in cell.get("outputs", []))]
+    cells, shown = lab_cells(path), panel_cells(path)
     assert shown and set(shown) < set(cells), (f"{path.name}: panel cells {shown}, lab cells {cells}: no later cell "
                                                "uses the name the panel cell shows the panel by")
 

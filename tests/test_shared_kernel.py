@@ -84,10 +84,14 @@ def test_the_lab_kernel_runs_cells_as_nbval_sends_them_and_goes_with_its_session
         try:
             assert crashed.pid is not None and crashed.is_alive()
             os.kill(crashed.pid, signal.SIGKILL)
-            deadline = time.monotonic() + 10
-            while crashed.is_alive() and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert not crashed.is_alive()
+            # JupyterLab starts a new kernel process under the same id and ports: wait for it to answer
+            deadline = time.monotonic() + 30
+            while lab.kernel_pid(crashed.kernel_id) in (None, crashed.pid) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            restarted = lab.kernel_pid(crashed.kernel_id)
+            assert restarted not in (None, crashed.pid), "the server did not start the kernel again"
+            crashed.kc.wait_for_ready(timeout=30)  # the new process answers on the same connection
+            assert not crashed.is_alive()  # yet the kernel nbval ran its cells in is gone
         finally:
             crashed.stop()
 
