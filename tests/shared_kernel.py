@@ -21,6 +21,7 @@ as it always did.
 """
 from __future__ import annotations
 
+import time
 import urllib.error
 from pathlib import Path
 from queue import Empty
@@ -54,31 +55,37 @@ class LabKernel(RunningKernel):
         self.lab, self.stopped = lab, False
         self.session = lab.start_session(name, timeout=startup_timeout)
         self.kernel_id = self.session["kernel"]["id"]
+        #: the kernel's process: alive means this process is running, as nbval's own kernel asks its
+        #: Popen (a kernel the server restarted after a crash is another process: not alive). Not the
+        #: heartbeat: a busy machine delays its replies past jupyter_client's one second, and
+        #: ``BlockingKernelClient.wait_for_ready``, which asks it, then calls a starting kernel dead.
+        self.pid = lab.kernel_pid(self.kernel_id)
         try:
             self.kc = BlockingKernelClient(connection_file=str(lab.connection_file(self.kernel_id)))
             self.kc.load_connection_file()
             self.kc.start_channels()
-            self.kc.wait_for_ready(timeout=startup_timeout)
-            self.wait_for_iopub()
-            #: the kernel's process: alive means this process is running, as nbval's own kernel asks
-            #: its Popen (a kernel the server restarted after a crash is another process: not alive)
-            self.pid = lab.kernel_pid(self.kernel_id)
+            self.wait_for_ready(startup_timeout)
         except BaseException:
             self.stop()
             raise
 
-    def wait_for_iopub(self, tries: int = 30) -> None:
-        """Wait until the kernel's broadcasts reach this client (its subscription connects a moment
-        after the request channel): a kernel_info request's idle status arrives on IOPub."""
-        for _ in range(tries):
+    def wait_for_ready(self, timeout: float) -> None:
+        """Wait until the kernel answers a kernel_info request and its broadcasts reach this client
+        (the IOPub subscription connects a moment after the request channel): the request's idle
+        status arrives on IOPub. Fails when the kernel's process ends first, or after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
             msg_id = self.kc.kernel_info()
-            self.await_reply(msg_id, timeout=10)
             try:
+                self.await_reply(msg_id, timeout=min(10, max(1, deadline - time.monotonic())))
                 self.await_idle(msg_id, timeout=1)
                 return
             except Empty:
-                continue
-        raise RuntimeError(f"no IOPub message from the kernel of {self.session['path']} within {tries} s")
+                if not self.is_alive():
+                    raise RuntimeError(f"the kernel of {self.session['path']} ended before it answered") from None
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the kernel of {self.session['path']} did not answer within {timeout:.0f} s "
+                                       "(--nbval-kernel-startup-timeout)") from None
 
     def is_alive(self) -> bool:
         if self.stopped:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jupyter_client.channels import HBChannel
 
 from .browser import Lab
 from .nbtools import code_cells, notebooks, read
@@ -50,7 +51,11 @@ def _result(kernel: LabKernel, code: str) -> str:
     return found[0]
 
 
-def test_the_lab_kernel_runs_cells_as_nbval_sends_them_and_goes_with_its_session(tmp_path: Path) -> None:
+def test_the_lab_kernel_runs_cells_as_nbval_sends_them_and_goes_with_its_session(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A busy machine answers the heartbeat late (jupyter_client gives it one second), and a kernel that
+    # misses it is not dead: the adapter must start, run and stop one without ever hearing it.
+    monkeypatch.setattr(HBChannel, "is_beating", lambda self: False)
     with Lab([FIRST], tmp_path) as lab:
         kernel = LabKernel(lab, FIRST.name)
         try:
@@ -78,6 +83,7 @@ def test_the_lab_kernel_runs_cells_as_nbval_sends_them_and_goes_with_its_session
         kernel.stop()  # twice is harmless (nbval's teardown stops a kernel the browser check shut down)
         assert not kernel.is_alive()
         assert lab.api("GET", "/api/sessions") == [] and lab.api("GET", "/api/kernels") == []
+        monkeypatch.undo()  # the heartbeat again: below, it tells when the restarted kernel answers
 
         # a kernel that dies is dead to nbval, even if the server starts another under the same id
         crashed = LabKernel(lab, FIRST.name)
