@@ -145,12 +145,22 @@ def setup(lab: bool = False) -> None:
                         "torch", "torchvision"], cwd=ROOT, check=True)
     say(f"installing {source.name} (the first time takes a few minutes: PyTorch is large)")
     start = time.time()
-    subprocess.run([str(PY), "-m", "pip", "install", "--disable-pip-version-check", "-q", *index,
+    subprocess.run([str(PY), "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-compile", *index,
                     "-r", str(source)], cwd=ROOT, check=True)
+    compile_bytecode()
     stamp.write_text(digest)
     if not lab:
         LAB_STAMP.write_text(lab_digest())  # the learner's set was part of it
     say(f"installed in {time.time() - start:.0f} s")
+
+
+def compile_bytecode() -> None:
+    """Compile what .venv holds to bytecode on every core at once (pip's own compiling, which
+    `--no-compile` turns off, takes one file after the other: on 2 cores a fresh install took 148 s
+    with it and 120 s this way). Files that do not compile are left, as pip leaves them (torch ships
+    one written for a newer Python)."""
+    subprocess.run([str(PY), "-m", "compileall", "-qq", "-j", "0", str(VENV / ("Lib" if os.name == "nt" else "lib"))],
+                   cwd=ROOT)
 
 
 def setup_site() -> None:

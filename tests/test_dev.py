@@ -109,7 +109,7 @@ def test_site_requirements_are_pinned():
 def test_ci_builds_the_site_then_runs_its_test():
     ci = (ROOT / ".ci" / "run").read_text()
     build = re.search(r"^python3 dev\.py site\s*$", ci, re.M)
-    test = re.search(r"^python3 dev\.py test --site -m site tests/test_site\.py\s*$", ci, re.M)
+    test = re.search(r"^python3 dev\.py test --site -m site -n 0 tests/test_site\.py\s*$", ci, re.M)
     assert build and test and build.start() < test.start()
 
 
@@ -227,11 +227,25 @@ def fake_venv(monkeypatch, tmp_path):
                         "REQUIREMENTS": root / "requirements.txt",
                         "LAB_REQUIREMENTS": root / "requirements-lab.txt"}.items():
         monkeypatch.setattr(dev, attr, value)
-    installs: list[list[str]] = []
-    monkeypatch.setattr(dev.subprocess, "run", lambda cmd, **kw: installs.append(cmd))
+    installs: list[list[str]] = []  # pip's runs
+    compiled: list[list[str]] = []  # compileall's, after each install
+    monkeypatch.setattr(dev.subprocess, "run",
+                        lambda cmd, **kw: (compiled if cmd[1:3] == ["-m", "compileall"] else installs).append(cmd))
     monkeypatch.setattr(dev, "cpu_index_reachable", lambda timeout=10: False)
     monkeypatch.setattr(dev, "cpu_torch_installed", lambda: False)
-    return SimpleNamespace(root=root, installs=installs)
+    return SimpleNamespace(root=root, installs=installs, compiled=compiled)
+
+
+def test_an_install_leaves_bytecode_to_one_compileall_on_every_core(fake_venv):
+    """pip compiles one file after the other; dev.py turns that off and compiles the venv with
+    compileall on every core (-j 0), once per install, and not when nothing was installed."""
+    dev.setup()
+    assert "--no-compile" in fake_venv.installs[0], fake_venv.installs
+    assert fake_venv.compiled == [[str(dev.PY), "-m", "compileall", "-qq", "-j", "0", str(dev.VENV / "lib")]]
+    dev.setup()
+    assert len(fake_venv.compiled) == 1, "compiled again with nothing installed"
+    dev.setup(lab=True)  # the learner's set came with the full one
+    assert len(fake_venv.compiled) == 1
 
 
 def test_test_after_a_cpu_lab_install_puts_pypis_torch_back(fake_venv, monkeypatch):
