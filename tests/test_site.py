@@ -1,6 +1,6 @@
 """The course's static site (docs/build.py), checked in Chromium on the browser test's harness.
 
-    python3 dev.py site && python3 dev.py test --site -m site tests/test_site.py
+    python3 dev.py site && python3 dev.py test --site -m site -n 0 tests/test_site.py
 
 The tests read the site that ``python3 dev.py site`` built in _site/ (they never build it: the
 contributor's ``python3 dev.py test`` skips them, see conftest.py) and serve it on 127.0.0.1:
