@@ -38,6 +38,8 @@ from .nbtools import code_cells, read
 
 #: Notebooks whose browser check stays JupyterLab's Run All in a fresh kernel under ``dev.py test``.
 RUN_ALL = ("02_tensor_hooks.ipynb",)
+#: Whether this system shows its processes in /proc (where it does not, a kernel's process is not looked up).
+PROC = Path("/proc/self").is_dir()
 #: The name of the item that follows a notebook's cells.
 CHECK = "in the browser"
 STANDALONE = "tests/test_browser.py::test_notebook_in_browser["
@@ -59,8 +61,12 @@ class LabKernel(RunningKernel):
         #: Popen (a kernel the server restarted after a crash is another process: not alive). Not the
         #: heartbeat: a busy machine delays its replies past jupyter_client's one second, and
         #: ``BlockingKernelClient.wait_for_ready``, which asks it, then calls a starting kernel dead.
-        self.pid = lab.kernel_pid(self.kernel_id)
+        #: None only where there is no /proc to look in.
+        self.pid: int | None = None
         try:
+            self.pid = lab.kernel_pid(self.kernel_id)
+            if self.pid is None and PROC:
+                raise RuntimeError(f"the kernel of {self.session['path']} ended as it started")
             self.kc = BlockingKernelClient(connection_file=str(lab.connection_file(self.kernel_id)))
             self.kc.load_connection_file()
             self.kc.start_channels()
@@ -72,20 +78,25 @@ class LabKernel(RunningKernel):
     def wait_for_ready(self, timeout: float) -> None:
         """Wait until the kernel answers a kernel_info request and its broadcasts reach this client
         (the IOPub subscription connects a moment after the request channel): the request's idle
-        status arrives on IOPub. Fails when the kernel's process ends first, or after ``timeout``."""
+        status arrives on IOPub. Fails when the kernel's process has ended (also when the server's
+        restarted kernel answered in its place), or after ``timeout``. Without /proc, only the
+        timeout: the heartbeat is not asked."""
         deadline = time.monotonic() + timeout
         while True:
             msg_id = self.kc.kernel_info()
             try:
                 self.await_reply(msg_id, timeout=min(10, max(1, deadline - time.monotonic())))
                 self.await_idle(msg_id, timeout=1)
-                return
+                answered = True
             except Empty:
-                if not self.is_alive():
-                    raise RuntimeError(f"the kernel of {self.session['path']} ended before it answered") from None
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the kernel of {self.session['path']} did not answer within {timeout:.0f} s "
-                                       "(--nbval-kernel-startup-timeout)") from None
+                answered = False
+            if self.pid is not None and not running(self.pid):
+                raise RuntimeError(f"the kernel of {self.session['path']} has ended (its process {self.pid} is gone)")
+            if answered:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the kernel of {self.session['path']} did not answer within {timeout:.0f} s "
+                                   "(--nbval-kernel-startup-timeout)")
 
     def is_alive(self) -> bool:
         if self.stopped:

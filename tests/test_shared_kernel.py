@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from queue import Empty
 from typing import Any
 
 import pytest
@@ -43,6 +44,19 @@ def _outputs(kernel: LabKernel, code: str, until: str = "idle", timeout: float =
         if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
             return seen
     raise AssertionError(f"the kernel did not finish {code!r} within {timeout} s: {seen}")
+
+
+def _answers(kernel: LabKernel, timeout: float) -> None:
+    """Wait until whatever process listens on the kernel's connection answers a kernel_info request
+    (neither the heartbeat nor the kernel's process asked)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        msg_id = kernel.kc.kernel_info()
+        try:
+            kernel.await_reply(msg_id, timeout=1)
+            return
+        except Empty:
+            assert time.monotonic() < deadline, f"nothing answered on the kernel's connection within {timeout} s"
 
 
 def _result(kernel: LabKernel, code: str) -> str:
@@ -75,6 +89,15 @@ def test_the_lab_kernel_runs_cells_as_nbval_sends_them_and_goes_with_its_session
                 rest.append(kernel.get_message("iopub", timeout=30))
             assert [m["content"]["ename"] for m in rest if m["msg_type"] == "error"] == ["KeyboardInterrupt"]
             assert _result(kernel, "x") == "41"  # the state survives the interrupt
+            # a kernel that does not answer (stopped, not dead) fails the wait at its deadline
+            os.kill(kernel.pid, signal.SIGSTOP)
+            try:
+                with pytest.raises(RuntimeError, match="did not answer within 2 s"):
+                    kernel.wait_for_ready(2)
+                assert kernel.is_alive()
+            finally:
+                os.kill(kernel.pid, signal.SIGCONT)
+            assert _result(kernel, "x") == "41"
             # a second kernel for the same notebook would be handed the used one: refused
             with pytest.raises(RuntimeError, match="already has a session"):
                 LabKernel(lab, FIRST.name)
@@ -96,8 +119,10 @@ def test_the_lab_kernel_runs_cells_as_nbval_sends_them_and_goes_with_its_session
                 time.sleep(0.2)
             restarted = lab.kernel_pid(crashed.kernel_id)
             assert restarted not in (None, crashed.pid), "the server did not start the kernel again"
-            crashed.kc.wait_for_ready(timeout=30)  # the new process answers on the same connection
+            _answers(crashed, timeout=30)  # the new process answers on the same connection
             assert not crashed.is_alive()  # yet the kernel nbval ran its cells in is gone
+            with pytest.raises(RuntimeError, match="has ended"):  # and waiting for it says so
+                crashed.wait_for_ready(10)
         finally:
             crashed.stop()
 
