@@ -156,9 +156,10 @@ def setup(lab: bool = False) -> None:
 
 def compile_bytecode() -> None:
     """Compile what .venv holds to bytecode on every core at once (pip's own compiling, which
-    `--no-compile` turns off, takes one file after the other: a fresh install on 2 cores took 148 s
-    with it and 120 s this way, in one pair of runs; the disk's speed varies about as much). Files that
-    do not compile are left, as pip leaves them (torch ships one written for a newer Python)."""
+    `--no-compile` turns off, takes one file after the other: fresh installs on 2 cores took 148 s
+    with it against 120 s this way in one pair of runs, 184 s against 152 and 185 s in a slower half
+    hour: the disk's speed varies about as much as this saves). Files that do not compile are left, as
+    pip leaves them (torch ships one written for a newer Python): no check of compileall's status."""
     subprocess.run([str(PY), "-m", "compileall", "-qq", "-j", "0", str(VENV / ("Lib" if os.name == "nt" else "lib"))],
                    cwd=ROOT)
 

@@ -229,11 +229,19 @@ def fake_venv(monkeypatch, tmp_path):
         monkeypatch.setattr(dev, attr, value)
     installs: list[list[str]] = []  # pip's runs
     compiled: list[list[str]] = []  # compileall's, after each install
-    monkeypatch.setattr(dev.subprocess, "run",
-                        lambda cmd, **kw: (compiled if cmd[1:3] == ["-m", "compileall"] else installs).append(cmd))
+    checked: list[bool] = []  # compileall's check=: a file that does not compile must not fail the install
+
+    def record(cmd: list[str], **kw: object) -> None:
+        if cmd[1:3] == ["-m", "compileall"]:
+            compiled.append(cmd)
+            checked.append(bool(kw.get("check")))
+        else:
+            installs.append(cmd)
+
+    monkeypatch.setattr(dev.subprocess, "run", record)
     monkeypatch.setattr(dev, "cpu_index_reachable", lambda timeout=10: False)
     monkeypatch.setattr(dev, "cpu_torch_installed", lambda: False)
-    return SimpleNamespace(root=root, installs=installs, compiled=compiled)
+    return SimpleNamespace(root=root, installs=installs, compiled=compiled, checked=checked)
 
 
 def test_an_install_leaves_bytecode_to_one_compileall_on_every_core(fake_venv):
@@ -242,6 +250,7 @@ def test_an_install_leaves_bytecode_to_one_compileall_on_every_core(fake_venv):
     dev.setup()
     assert "--no-compile" in fake_venv.installs[0], fake_venv.installs
     assert fake_venv.compiled == [[str(dev.PY), "-m", "compileall", "-qq", "-j", "0", str(dev.VENV / "lib")]]
+    assert fake_venv.checked == [False], "torch ships a file this Python cannot compile: pip ignores it, so must we"
     dev.setup()
     assert len(fake_venv.compiled) == 1, "compiled again with nothing installed"
     dev.setup(lab=True)  # the learner's set came with the full one
