@@ -1,8 +1,8 @@
 """Environments the slow checks build once and reuse (``python3 dev.py test --environments``).
 
-Each one lives in a folder of its own under :func:`root` (``$HOOKLAB_ENVS``, by default
-``~/.cache/hooklab/envs``: outside the repository, so a fresh clone on the same machine reuses it),
-named after what it holds and a digest of what went into it (its pins, its Python): the same pins
+Each one lives in a folder of its own under :func:`root` (``$HOOKLAB_ENVS``, by default ``envs`` in
+:func:`cache_home`, ``~/.cache/hooklab/envs``: outside the repository, so a fresh clone on the same
+machine reuses it), named after what it holds and a digest of what went into it (its pins, its Python): the same pins
 give the same folder, other pins another one. ``.hooklab-env`` in it, written last, says it is
 complete; a build that died leaves none and is started again. A lock file keeps two test processes
 from building the same environment at once. When an environment of the same name is built for new
@@ -25,8 +25,14 @@ STAMP = ".hooklab-env"
 STALE_S = 24 * 3600
 
 
+def cache_home() -> Path:
+    """Where the tests keep what outlives a checkout (these environments, mypy's cache):
+    ``$HOOKLAB_CACHE``, by default ``~/.cache/hooklab``."""
+    return Path(os.environ.get("HOOKLAB_CACHE") or Path.home() / ".cache" / "hooklab")
+
+
 def root() -> Path:
-    return Path(os.environ.get("HOOKLAB_ENVS") or Path.home() / ".cache" / "hooklab" / "envs")
+    return Path(os.environ.get("HOOKLAB_ENVS") or cache_home() / "envs")
 
 
 def digest(*parts: str) -> str:

@@ -9,21 +9,18 @@ errors are kept in the cache and reported again, so the cache only saves work, n
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+from .cached_env import cache_home
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("HOOKLAB_CACHE") or Path.home() / ".cache" / "hooklab") / "mypy"
 
 
 def test_mypy_finds_no_error_in_hooklab():
     # a file per module, each replaced whole (not SQLite, which two checkouts at once could lock)
-    result = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(cache_dir()), "--no-sqlite-cache"],
-                            cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(cache_home() / "mypy"),
+                             "--no-sqlite-cache"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, f"mypy found errors:\n{result.stdout}{result.stderr}"
     assert "no issues found" in result.stdout
