@@ -180,8 +180,8 @@ class Lab:
         if method in ("POST", "PUT", "PATCH"):
             request.data = json.dumps(body or {}).encode()
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            body = response.read()
-        return json.loads(body) if body else None
+            answer = response.read()
+        return json.loads(answer) if answer else None
 
     def start_session(self, name: str, timeout: float = 90) -> dict[str, Any]:
         """Start a kernel for ``notebooks/<name>`` as opening it in JupyterLab would (a session for
@@ -201,7 +201,7 @@ class Lab:
         return self.workdir / "runtime" / f"kernel-{kernel_id}.json"
 
     def kernel_pid(self, kernel_id: str) -> int | None:
-        """The process of that kernel (found by its connection file), or None where there is no
+        """The process of that kernel (found by its connection file), or None: no such process, or no
         /proc to look in."""
         marker = str(self.connection_file(kernel_id)).encode()
         found = [pid for pid, cmdline in _processes() if marker in cmdline]
