@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import pytest
 
-from .browser import CHROMIUM_ARGS, INSTALL_HINT, ConsoleError, Lab, find_chromium
+from .browser import CHROMIUM_ARGS, INSTALL_HINT, ConsoleError, Lab, find_chromium, in_ci
 from .nbtools import notebooks
 
 
@@ -62,6 +62,16 @@ def shared_browser(config: pytest.Config) -> Browser | str:
         except Exception as exc:
             _SHARED["browser"] = exc
     return _raise_or_return(_SHARED["browser"])
+
+
+def required(found: Any, what: str = "the browser test") -> Any:
+    """What :func:`shared_chromium` or :func:`shared_browser` found; when that is why there is none (a
+    str), the calling test is skipped, or fails under CI, where every browser test must run."""
+    if isinstance(found, str):
+        if in_ci():
+            pytest.fail(f"CI is set, so {what} must run, but {found}", pytrace=False)
+        pytest.skip(f"{what} skipped: {found}")
+    return found
 
 
 def _raise_or_return(found: Any) -> Any:

@@ -36,8 +36,8 @@ import nbformat
 import pytest
 
 from . import binder_env
-from .browser import Lab, in_ci
-from .browser_session import shared_chromium
+from .browser import Lab
+from .browser_session import required, shared_chromium
 from .nbtools import code_cells, normalise, read, sanitize_patterns
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -297,11 +297,7 @@ def test_binder_environment_reproduces_notebook_00(binder: SimpleNamespace) -> N
 @pytest.mark.environments
 @pytest.mark.browser
 def test_binder_lab_in_a_browser_has_the_classroom_settings(binder_lab: Lab, request: pytest.FixtureRequest) -> None:
-    chromium = shared_chromium(request.config)  # this process's (tests/browser_session.py)
-    if isinstance(chromium, str):
-        if in_ci():
-            pytest.fail(f"CI is set, so the browser test must run, but {chromium}", pytrace=False)
-        pytest.skip(f"browser test skipped: {chromium}")
+    chromium = required(shared_chromium(request.config))  # this process's (tests/browser_session.py)
 
     font_size = json.loads((BINDER / "overrides.json").read_text())[
         "@jupyterlab/codemirror-extension:plugin"]["defaultConfig"]["customStyles"]["fontSize"]

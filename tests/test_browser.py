@@ -58,9 +58,9 @@ from typing import Any
 import nbformat
 import pytest
 
-from .browser import SCREENSHOTS, ConsoleError, NotebookPage, View, in_ci
+from .browser import SCREENSHOTS, ConsoleError, NotebookPage, View
 from .browser_expectations import CHANGED, EXPECTATIONS, FIRST, SAME, About
-from .browser_session import Browser, shared_browser
+from .browser_session import Browser, required, shared_browser
 from .nbtools import RAISES, code_cells, has_marker, notebooks, read, sanitize
 from .notebook_header import BINDER_BADGE, COLAB_BADGE, KAGGLE_BADGE, STUDIO_LAB_BADGE
 
@@ -86,12 +86,7 @@ def unexpected_console_errors(errors: list[ConsoleError]) -> list[ConsoleError]:
 
 def need_browser(config: pytest.Config) -> Browser:
     """This process's page and JupyterLab; without them the test skips, or under CI fails."""
-    shared = shared_browser(config)
-    if isinstance(shared, str):
-        if in_ci():
-            pytest.fail(f"CI is set, so the browser test must run, but {shared}", pytrace=False)
-        pytest.skip(f"browser test skipped: {shared}")
-    return shared
+    return required(shared_browser(config))
 
 
 # ---------------------------------------------------------------------- checks

@@ -35,8 +35,7 @@ import pytest
 import hooklab
 
 from . import notebook_header as header
-from .browser import in_ci
-from .browser_session import shared_chromium
+from .browser_session import required, shared_chromium
 from .nbtools import notebooks, read
 
 pytestmark = pytest.mark.site
@@ -78,12 +77,7 @@ def site() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def chromium(request: pytest.FixtureRequest) -> Any:
     """This process's Chromium (tests/browser_session.py: one per process, as playwright allows)."""
-    found = shared_chromium(request.config)
-    if isinstance(found, str):
-        if in_ci():
-            pytest.fail(f"CI is set, so the site's browser test must run, but {found}", pytrace=False)
-        pytest.skip(f"site test skipped: {found}")
-    return found
+    return required(shared_chromium(request.config), "the site's browser test")
 
 
 class Visit:
