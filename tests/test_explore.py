@@ -13,6 +13,7 @@ import torchvision
 from torch import nn
 
 import hooklab
+from hooklab.threads import threads
 from hooklab.lab.explore import InterventionError, sum_target
 from hooklab.lab.interventions import INTERVENTIONS
 from hooklab.nested import describe, map_tensors, tensors_in
@@ -317,12 +318,13 @@ def test_a_model_in_training_mode_is_run_in_eval_mode_and_put_back(resnet):
     try:
         state = p.set(module="fc")
         assert state["runs"].startswith("in eval mode: the model is in training mode")
-        with torch.no_grad():
+        with torch.no_grad(), threads(1):  # as the explorer's passes run (threads=1)
             model.eval()
             expected = model(x)
             model.train(), model.layer1.eval()
         assert p.set(scale=True, factor=1.0)["output change"] == 0.0  # eval-mode passes: the same logits
-        assert torch.allclose(p.passes.reference()[0][1], expected)
+        # the same bits: another thread count adds up in another order (off by 1e-5 on AVX-512)
+        assert torch.equal(p.passes.reference()[0][1], expected)
         assert {n: m.training for n, m in model.named_modules()} == modes
         assert torch.equal(model.bn1.running_mean, running_mean)  # no pass updated BatchNorm's statistics
         model.eval()
