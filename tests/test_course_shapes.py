@@ -86,6 +86,51 @@ def test_tiny_cnn_names_shapes_and_inplace():
     assert torch.equal(shapes.tiny_cnn().conv1.weight, shapes.tiny_cnn().conv1.weight)  # seeded
 
 
+
+def _pool_cases() -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    relu = torch.randn(4, 8, 32, 32, generator=g).relu()  # about half zeros: ties in most windows
+    steps = torch.randint(0, 3, (2, 5, 9, 7), generator=g).float()  # odd sizes, many ties between equal values
+    nan = torch.randn(2, 3, 6, 6, generator=g)
+    nan[0, 0, 0, 1] = nan[1, 2, 3, 3] = float("nan")
+    return [relu, steps, nan, torch.randn(1, 2, 4, 4, dtype=torch.float64, generator=g), torch.zeros(2, 3, 4, 4)]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_max_pool_2x2_equals_nn_max_pool2d_bit_for_bit(case):
+    """Output, gradient (which element of each window gets it: ties, NaN) and indices, on the usual
+    layout (the fast path) and on others (handed to nn.MaxPool2d)."""
+    x = _pool_cases()[case]
+    grad = torch.randn(x.shape[0], x.shape[1], x.shape[2] // 2, x.shape[3] // 2, dtype=x.dtype,
+                       generator=torch.Generator().manual_seed(1))
+    results = []
+    for pool in (nn.MaxPool2d(2), shapes.MaxPool2x2()):
+        a = x.clone().requires_grad_()
+        out = pool(a)
+        out.backward(grad)
+        results.append((out, a.grad))
+    (want, want_grad), (got, got_grad) = results
+    assert "MaxPool2x2" in type(got.grad_fn).__name__  # the fast path ran
+    want, got = want.detach(), got.detach()
+    assert torch.equal(got.nan_to_num(7.0), want.nan_to_num(7.0)) and torch.equal(got.isnan(), want.isnan())
+    assert torch.equal(got_grad, want_grad) and got.is_contiguous()
+    cl = x.contiguous(memory_format=torch.channels_last)
+    assert torch.equal(shapes.MaxPool2x2()(cl).nan_to_num(7.0), want.nan_to_num(7.0))
+    assert torch.equal(shapes.MaxPool2x2()(x[0]).nan_to_num(7.0), nn.MaxPool2d(2)(x[0]).nan_to_num(7.0))
+
+
+def test_fast_pooling_swaps_only_plain_2x2_max_pools():
+    model = nn.Sequential(nn.MaxPool2d(2), nn.Sequential(nn.MaxPool2d(2, 2)), nn.MaxPool2d(3), nn.MaxPool2d(2, 1),
+                          nn.MaxPool2d(2, ceil_mode=True), nn.MaxPool2d(2, padding=1), nn.AvgPool2d(2))
+    assert shapes.fast_pooling(model) is model
+    kinds = [type(m).__name__ for m in model.modules()][1:]
+    assert kinds == ["MaxPool2x2", "Sequential", "MaxPool2x2", "MaxPool2d", "MaxPool2d", "MaxPool2d", "MaxPool2d",
+                     "AvgPool2d"]
+    tiny = shapes.fast_pooling(shapes.tiny_cnn())
+    assert [n for n, m in tiny.named_modules() if isinstance(m, shapes.MaxPool2x2)] == ["pool1", "pool2"]
+    assert torch.equal(tiny.conv1.weight, shapes.tiny_cnn().conv1.weight)  # nothing else changed
+
+
 def test_init_weights_kinds():
     model = shapes.init_weights(shapes.tiny_cnn(), "tiny")
     assert abs(model.conv3.weight.std().item() - 0.01) < 0.002

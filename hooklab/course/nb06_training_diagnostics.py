@@ -386,7 +386,8 @@ def run(init: str = "kaiming", lr: float = 0.006, *, steps: int | None = None, e
 
     seed = shapes.SEED if seed is None else seed
     train_set, test_set = shapes.default_data(n_train, n_test)
-    model = shapes.init_weights(shapes.tiny_cnn(inplace=inplace), init, seed=seed)
+    # the same training, bit for bit, with a faster kernel for max-pooling (shapes.MaxPool2x2)
+    model = shapes.fast_pooling(shapes.init_weights(shapes.tiny_cnn(inplace=inplace), init, seed=seed))
     # the activation statistics are computed on a second thread (a second core) while it trains, set
     # to one PyTorch thread before the training starts (shapes.train trains on one)
     with ThreadPoolExecutor(1, thread_name_prefix="hooklab-stats", initializer=one_thread_off_main) as pool, \
