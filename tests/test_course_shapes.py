@@ -93,10 +93,15 @@ def _pool_cases() -> list[torch.Tensor]:
     steps = torch.randint(0, 3, (2, 5, 9, 7), generator=g).float()  # odd sizes, many ties between equal values
     nan = torch.randn(2, 3, 6, 6, generator=g)
     nan[0, 0, 0, 1] = nan[1, 2, 3, 3] = float("nan")
-    return [relu, steps, nan, torch.randn(1, 2, 4, 4, dtype=torch.float64, generator=g), torch.zeros(2, 3, 4, 4)]
+    wide = torch.randint(-1, 2, (2, 32, 6, 5), generator=g).float()  # 16 and more channels: the vector loop
+    wide[0, 17, 2, 2] = float("nan")
+    wide[1, 3] = float("-inf")
+    one = torch.randn(3, 16, 2, 3, dtype=torch.float64, generator=g)  # a 1 x 1 output
+    return [relu, steps, nan, torch.randn(1, 2, 4, 4, dtype=torch.float64, generator=g), torch.zeros(2, 3, 4, 4),
+            wide, one]
 
 
-@pytest.mark.parametrize("case", range(5))
+@pytest.mark.parametrize("case", range(7))
 def test_max_pool_2x2_equals_nn_max_pool2d_bit_for_bit(case):
     """Output, gradient (which element of each window gets it: ties, NaN) and indices, on the usual
     layout (the fast path) and on others (handed to nn.MaxPool2d)."""
@@ -113,10 +118,46 @@ def test_max_pool_2x2_equals_nn_max_pool2d_bit_for_bit(case):
     assert "MaxPool2x2" in type(got.grad_fn).__name__  # the fast path ran
     want, got = want.detach(), got.detach()
     assert torch.equal(got.nan_to_num(7.0), want.nan_to_num(7.0)) and torch.equal(got.isnan(), want.isnan())
-    assert torch.equal(got_grad, want_grad) and got.is_contiguous()
+    assert torch.equal(got_grad, want_grad) and got.stride() == want.stride()
     cl = x.contiguous(memory_format=torch.channels_last)
     assert torch.equal(shapes.MaxPool2x2()(cl).nan_to_num(7.0), want.nan_to_num(7.0))
     assert torch.equal(shapes.MaxPool2x2()(x[0]).nan_to_num(7.0), nn.MaxPool2d(2)(x[0]).nan_to_num(7.0))
+
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning")  # torch.func's own import
+def test_max_pool_2x2_under_torch_func_and_forward_ad_equals_nn_max_pool2d():
+    import torch.autograd.forward_ad as fwAD
+    g = torch.Generator().manual_seed(2)
+    x, t = torch.randn(2, 16, 6, 6, dtype=torch.float64, generator=g), torch.randn(2, 16, 6, 6, dtype=torch.float64,
+                                                                                   generator=g)
+
+    def forward_ad(pool):
+        with fwAD.dual_level():
+            return fwAD.unpack_dual(pool(fwAD.make_dual(x, t))).tangent
+
+    for name, use in {"grad": lambda pool: torch.func.grad(lambda v: (pool(v) ** 2).sum())(x),
+                      "vmap": lambda pool: torch.func.vmap(pool)(torch.stack([x, t])),
+                      "jvp": lambda pool: torch.func.jvp(pool, (x,), (t,))[1],
+                      "forward AD": forward_ad}.items():
+        assert torch.equal(use(shapes.MaxPool2x2()), use(nn.MaxPool2d(2))), name
+    fast = shapes.MaxPool2x2()(x.requires_grad_())
+    assert torch.autograd.gradcheck(shapes.MaxPool2x2(), (x[:1, :2],))
+    assert "MaxPool2x2" in type(fast.grad_fn).__name__
+
+
+def test_max_pool_2x2_hands_other_settings_and_dtypes_to_nn_max_pool2d():
+    x = torch.randn(1, 16, 5, 5)
+    pool = shapes.MaxPool2x2()
+    pool.ceil_mode = True
+    assert pool(x).shape == nn.MaxPool2d(2, ceil_mode=True)(x).shape == (1, 16, 3, 3)
+    pool = shapes.MaxPool2x2()
+    pool.return_indices = True
+    out, indices = pool(x)
+    assert torch.equal(indices, nn.MaxPool2d(2, return_indices=True)(x)[1])
+    half = torch.randn(1, 16, 2, 2).bfloat16()
+    half[:, :, 0, 0] = float("nan")  # the channels-last kernel writes other NaN bits for bfloat16
+    assert torch.equal(shapes.MaxPool2x2()(half).view(torch.int16), nn.MaxPool2d(2)(half).view(torch.int16))
 
 
 def test_fast_pooling_swaps_only_plain_2x2_max_pools():

@@ -205,29 +205,49 @@ class _MaxPool2x2(torch.autograd.Function):
     channels-last kernel; the backward is the one ``nn.MaxPool2d`` runs, on the same indices."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+    def forward(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         out, indices = nn.functional.max_pool2d(x.contiguous(memory_format=torch.channels_last), 2,
                                                 return_indices=True)
-        indices = indices.contiguous()  # each window's pick as a flat h * W + w index: the same in both layouts
-        ctx.save_for_backward(x, indices)
-        return out.contiguous()
+        # each window's pick as a flat h * W + w index: the same numbers in both layouts; the output
+        # copied into the usual layout's strides (a 1 x 1 output counts as contiguous in either)
+        usual = torch.empty_like(out, memory_format=torch.contiguous_format).copy_(out)
+        return usual, indices.contiguous()
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+    def vmap(info: Any, in_dims: tuple[int], x: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], tuple[int, int]]:
+        """torch.func.vmap: the vmapped dimension joins the batch's (``x`` is the only input: mapped)."""
+        out, indices = _MaxPool2x2.forward(x.movedim(in_dims[0], 0).flatten(0, 1))
+        return (out.unflatten(0, (info.batch_size, -1)), indices.unflatten(0, (info.batch_size, -1))), (0, 0)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[torch.Tensor], output: tuple[torch.Tensor, torch.Tensor]) -> None:
+        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(inputs[0], output[1])
+        ctx.save_for_forward(output[1])
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor, _: Any) -> torch.Tensor:
         x, indices = ctx.saved_tensors
         return torch.ops.aten.max_pool2d_with_indices_backward(grad.contiguous(), x, [2, 2], [2, 2], [0, 0], [1, 1],
                                                                False, indices)
 
+    @staticmethod
+    def jvp(ctx: Any, tangent: torch.Tensor) -> tuple[torch.Tensor, None]:  # forward-mode AD: the picked tangents
+        indices = ctx.saved_tensors[-1]
+        return tangent.flatten(2).gather(2, indices.flatten(2)).view(indices.shape), None
+
 
 class MaxPool2x2(nn.MaxPool2d):
-    """``nn.MaxPool2d(2)``, faster on a CPU for a batch in the usual layout, with the same output, the
-    same gradient and the same picks on ties, bit for bit (a maximum rounds nothing; tested in
-    tests/test_course_shapes.py). PyTorch's kernel for the usual ``[N, C, H, W]`` layout compares one
-    value at a time: after a healthy initialisation it took a third of the time of 192 training steps
-    of :func:`tiny_cnn` (0.45 of 1.29 s, one thread, an Intel Xeon); its channels-last kernel compares
-    many channels at once. Used inside
-    :func:`hooklab.course.nb06_training_diagnostics.run`, whose models a learner never sees (:func:`fast_pooling`);
-    the models the notebooks show keep ``nn.MaxPool2d``.
+    """``nn.MaxPool2d(2)``, faster on a CPU for a float32 or float64 batch in the usual layout, with the
+    same output, the same gradient and the same picks on ties, bit for bit (a maximum rounds nothing;
+    tested in tests/test_course_shapes.py, with autograd, ``torch.func`` and forward-mode AD). PyTorch's
+    kernel for the usual ``[N, C, H, W]`` layout compares one value at a time: after a healthy
+    initialisation it took a third of the time of 192 training steps of :func:`tiny_cnn` (0.45 of
+    1.29 s, one thread, an Intel Xeon); its channels-last kernel compares many channels at once. Any
+    other input (another device, dtype or layout, a single image ``[C, H, W]``), or settings changed
+    from 2 x 2, stride 2, go to ``nn.MaxPool2d``. Not scriptable with ``torch.jit.script``. Used inside
+    :func:`hooklab.course.nb06_training_diagnostics.run`, whose models a learner never sees
+    (:func:`fast_pooling`); the models the notebooks show keep ``nn.MaxPool2d``.
 
     >>> x = torch.randn(2, 3, 8, 8)
     >>> torch.equal(MaxPool2x2()(x), nn.MaxPool2d(2)(x))
@@ -238,13 +258,23 @@ class MaxPool2x2(nn.MaxPool2d):
         super().__init__(2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() == 4 and x.is_contiguous() and x.is_floating_point():
-            return _MaxPool2x2.apply(x)
-        return super().forward(x)  # another layout, a batch of one image [C, H, W], ...
+        if (x.dim() == 4 and x.is_contiguous() and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
+                and _plain_2x2(self)):
+            return _MaxPool2x2.apply(x)[0]
+        return super().forward(x)
+
+
+def _plain_2x2(pool: nn.MaxPool2d) -> bool:
+    """2 x 2 windows, stride 2, no padding, dilation 1, rounding down, no indices returned."""
+    def two(v: Any, n: int) -> bool:
+        return v in (n, (n, n))
+    return (two(pool.kernel_size, 2) and two(pool.stride, 2) and two(pool.padding, 0) and two(pool.dilation, 1)
+            and not pool.ceil_mode and not pool.return_indices)
 
 
 def fast_pooling(model: nn.Module) -> nn.Module:
-    """Replace each ``nn.MaxPool2d(2)`` child of ``model`` (stride 2, no padding, dilation 1, floor)
+    """Replace each submodule of ``model`` (not ``model`` itself) that is exactly an ``nn.MaxPool2d``
+    (not a subclass) with 2 x 2 windows, stride 2, no padding, dilation 1, rounding down and no indices
     by an equal :class:`MaxPool2x2`, in place; return ``model``.
 
     >>> [type(m).__name__ for m in fast_pooling(tiny_cnn()).children()][:3]
@@ -252,9 +282,7 @@ def fast_pooling(model: nn.Module) -> nn.Module:
     """
     for parent in model.modules():
         for name, child in list(parent.named_children()):
-            if (type(child) is nn.MaxPool2d and child.kernel_size in (2, (2, 2)) and child.stride in (2, (2, 2))
-                    and child.padding in (0, (0, 0)) and child.dilation in (1, (1, 1)) and not child.ceil_mode
-                    and not child.return_indices):
+            if type(child) is nn.MaxPool2d and _plain_2x2(child):
                 setattr(parent, name, MaxPool2x2())
     return model
 
