@@ -97,6 +97,7 @@ def machine() -> dict[str, Any]:
         "torchvision": torchvision.__version__,
         "torchinfo": torchinfo.__version__,
         "torch_threads": torch.get_num_threads(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # AVX512, AVX2, DEFAULT: ATen's kernels
         "load_start": _load(),
         "commit": _commit(),
     }
@@ -277,13 +278,15 @@ def _md_header(results: dict[str, Any]) -> list[str]:
         f"Measured {results['date']} with `python3 dev.py bench{' --quick' if mode == 'quick' else ''}` "
         f"in {results['seconds']:.0f} s, at commit {m['commit']}.",
         "",
-        f"**Machine:** {m['cpu']}; {m['cores']} cores; {m['ram_gib']} GiB RAM; {m['os']}; Python {m['python']}; "
+        f"**Machine:** {m['cpu']} (PyTorch's CPU kernels: {m.get('cpu_capability', 'not recorded')}); "
+        f"{m['cores']} cores; {m['ram_gib']} GiB RAM; {m['os']}; Python {m['python']}; "
         f"torch {m['torch']} (CPU; {m['torch_threads']} thread{'s' if m['torch_threads'] != 1 else ''} for the "
         "overhead and memory runs, the notebooks' kernels use the default); "
         f"torchvision {m['torchvision']}; "
         f"torchinfo {m['torchinfo']}. Load average (1, 5, 15 min) at the start: {m['load_start']}, "
         f"at the end: {m['load_end']} (2 cores: above 2 means other work was competing for the CPU, "
-        "and every figure below is slower and noisier than on a quiet machine).",
+        "and every figure below is slower and noisier than on a quiet machine). Every figure down to the "
+        "profile sections comes from this machine; each profile section names its own CPU.",
         "",
         "## Floors",
         "",

@@ -125,7 +125,9 @@ def test_report_lists_machine_floors_and_every_section(results, tmp_path):
     out = tmp_path / "results.md"
     bench.write(results, out)
     text = out.read_text()
-    for needle in ["# Benchmarks", "**Machine:**", "cores", "GiB RAM", "Python 3.", "torch 2.",
+    import torch
+    kernels = f"(PyTorch's CPU kernels: {torch.backends.cpu.get_cpu_capability()})"
+    for needle in ["# Benchmarks", "**Machine:**", kernels, "cores", "GiB RAM", "Python 3.", "torch 2.",
                    "## Floors", "## Hook overhead", "torchinfo.summary", "## Memory", "## Notebooks",
                    "## Live labs", "00_start_here.ipynb", "| floor | measured | met |",
                    "## The trained tiny CNN", "| patterns | 0 |"]:
