@@ -103,8 +103,8 @@ def _pool_cases() -> list[torch.Tensor]:
 
 @pytest.mark.parametrize("case", range(7))
 def test_max_pool_2x2_equals_nn_max_pool2d_bit_for_bit(case):
-    """Output, gradient (which element of each window gets it: ties, NaN) and indices, on the usual
-    layout (the fast path) and on others (handed to nn.MaxPool2d)."""
+    """Output, its strides, and the gradient (which element of each window gets it: ties, NaN) on the
+    usual layout (the fast path); the output on others (handed to nn.MaxPool2d)."""
     x = _pool_cases()[case]
     grad = torch.randn(x.shape[0], x.shape[1], x.shape[2] // 2, x.shape[3] // 2, dtype=x.dtype,
                        generator=torch.Generator().manual_seed(1))
@@ -122,7 +122,6 @@ def test_max_pool_2x2_equals_nn_max_pool2d_bit_for_bit(case):
     cl = x.contiguous(memory_format=torch.channels_last)
     assert torch.equal(shapes.MaxPool2x2()(cl).nan_to_num(7.0), want.nan_to_num(7.0))
     assert torch.equal(shapes.MaxPool2x2()(x[0]).nan_to_num(7.0), nn.MaxPool2d(2)(x[0]).nan_to_num(7.0))
-
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning")  # torch.func's own import

@@ -199,7 +199,6 @@ def tiny_cnn(*, width: int = 16, seed: int | None = 0, inplace: bool = False) ->
     ])))
 
 
-
 class _MaxPool2x2(torch.autograd.Function):
     """2 x 2 max-pooling, stride 2, of a ``[N, C, H, W]`` batch in the usual layout, computed by the
     channels-last kernel; the backward is the one ``nn.MaxPool2d`` runs, on the same indices."""
