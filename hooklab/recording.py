@@ -25,6 +25,7 @@ from torch import nn
 
 from .compiled import check_hookable
 from .hooks import HookOwner, Hooks, Registration
+from .inspection import in_backward
 from .naming import closest
 from .nested import describe, replace_tensors, tensors_in, unreachable
 from .selection import select
@@ -87,13 +88,13 @@ class Call:
     grads: dict[str, torch.Tensor | None] = field(default_factory=dict)
     reached: bool = False  # a backward pass reached one of the output's tensors
     unreachable: list[tuple[str, str]] = field(default_factory=list)  # leaves the recorder cannot look inside
+    in_backward: bool = False  # made during a backward pass (gradient checkpointing recomputing its segment)
 
     @property
     def grad(self) -> Any:
         """The gradient of the output: a tensor for an output that is one tensor, else ``grads``."""
-        if not self.reached:
-            return None
-        return self.grads["output"] if list(self.grads) == ["output"] else dict(self.grads)
+        if self.reached:
+            return self.grads["output"] if list(self.grads) == ["output"] else dict(self.grads)
 
 
 @dataclass
@@ -139,6 +140,10 @@ class Record:
     def _no_grad(self, call: Call) -> str:
         earlier = [c.index for c in self.history if c.reached]
         also = f" (an earlier call, number {earlier[-1]}, did get one: see record.history)" if earlier else ""
+        if call.in_backward:
+            return (f"no gradient for the latest call of {self.name!r} (number {call.index}): it ran in a backward pass "
+                    "(gradient checkpointing computing the output again), where no gradient reaches an output; the "
+                    f"forward pass's call got it: see record.history (keep=None keeps every call){also}.")
         if call.grads:
             return (f"no gradient for {self.name!r} yet: no backward pass has reached its latest call's output "
                     f"({call.structure}). Call .backward() (or torch.autograd.grad) on a value computed from it, "
@@ -186,7 +191,7 @@ class Recorder(HookOwner):
                         key=module_name)
 
     def _store_call(self, record: Record, args: tuple, output: Any, paths: list[str]) -> Call:
-        call = Call(record.calls, describe(output), grads=dict.fromkeys(paths))
+        call = Call(record.calls, describe(output), grads=dict.fromkeys(paths), in_backward=in_backward())
         record.calls += 1
         if "input" in self.what:
             call.input = detach(args, clone=self.clone, to_cpu=self.to_cpu)

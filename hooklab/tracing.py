@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
@@ -55,9 +55,6 @@ class Trace(Sequence[Event]):
 
     def __len__(self) -> int:
         return len(self.events)
-
-    def __iter__(self) -> Iterator[Event]:
-        return iter(self.events)
 
     def filter(self, kind: str | None = None, phase: str | None = None, module: str | None = None) -> "Trace":
         """The events of one kind, phase and/or module."""

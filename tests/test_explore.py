@@ -635,3 +635,122 @@ def test_building_shows_its_progress_in_a_notebook_and_leaves_nothing(monkeypatc
     bars = [bar for _, bar in texts]
     assert bars == sorted(bars) and bars[-1] == 1.0  # it only moves forward, and ends full
     assert updates == [{}] and all(w.comm is None for w in widgets)  # emptied, its widgets closed
+
+
+# ---------------------------------------------------------------------- what backward() reaches
+def _hand_written_grad_norms(model, x, names):
+    """``{name: [grad norm of each call's output made outside backward]}`` from a forward hook and a
+    tensor hook per module, after ``model(x).sum().backward()``: the reference."""
+    norms: dict[str, list[float | None]] = {name: [] for name in names}
+
+    def pair(name):
+        def forward_hook(module, args, output):
+            if torch._C._current_graph_task_id() != -1:  # a checkpoint recomputing: not a forward call
+                return
+            norms[name].append(None)
+            call = len(norms[name]) - 1
+            output.register_hook(lambda grad: norms[name].__setitem__(call, grad.norm().item()))
+        return forward_hook
+
+    handles = [model.get_submodule(name).register_forward_hook(pair(name)) for name in names]
+    try:
+        model(x).sum().backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return norms
+
+
+def _frozen_mlp():
+    model = _seeded(lambda: nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).eval())
+    model.requires_grad_(False)
+    return model
+
+
+def test_the_gradient_reaches_a_frozen_model_through_an_example_that_requires_grad():
+    """A saliency map's setting: every weight frozen, the input requires grad. backward() reaches
+    every module's output through the input; so must explore, and still leave no .grad behind."""
+    model = _frozen_mlp()
+    x = torch.randn(2, 4, generator=torch.Generator().manual_seed(3), requires_grad=True)
+    expected = _hand_written_grad_norms(model, x, ["0", "1", "2"])
+    x.grad = None
+    p = hooklab.explore(model, x, name="test: frozen, input requires grad")
+    try:
+        for name in ("0", "1", "2"):
+            assert p.set(module=name)["grad norm (clean)"] == pytest.approx(expected[name][-1], rel=1e-3), name
+        assert x.grad is None and all(w.grad is None for w in model.parameters())
+    finally:
+        p.remove()
+
+
+def test_a_frozen_backbone_gets_its_gradient_through_the_input_too():
+    """Only the head trainable, the input requires grad: the backbone's outputs are on the path from
+    the input, so backward() reaches them (explore used to ask only for the head's weights)."""
+    model = _seeded(lambda: torchvision.models.resnet18(weights=None, num_classes=5).eval())
+    for name, w in model.named_parameters():
+        w.requires_grad_(name.startswith("fc."))
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    expected = _hand_written_grad_norms(model, x, ["layer1", "layer4"])
+    model.zero_grad(set_to_none=True)
+    p = hooklab.explore(model, x, name="test: frozen backbone")
+    try:
+        for name in ("layer1", "layer4"):
+            assert p.set(module=name)["grad norm (clean)"] == pytest.approx(expected[name][-1], rel=1e-3), name
+    finally:
+        p.remove()
+
+
+def test_nothing_that_requires_grad_says_so():
+    model = _frozen_mlp()
+    p = hooklab.explore(model, torch.randn(2, 4), name="test: nothing requires grad")
+    try:
+        assert p.set(module="0")["grad norm (clean)"] == "— (nothing the output was computed from requires grad)"
+    finally:
+        p.remove()
+
+
+def test_leaves_are_what_backward_accumulates_into():
+    from hooklab.lab.passes import leaves
+
+    model = _seeded(lambda: nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)))
+    model[0].requires_grad_(False)
+    x = torch.randn(2, 4, requires_grad=True)
+    unused = torch.ones(1, requires_grad=True)
+    value = model(x).sum() + (unused * 0).detach().sum()
+    found = leaves(value)
+    value.backward()
+    accumulated = [t for t in (x, unused, *model.parameters()) if t.grad is not None]
+    assert {id(t) for t in found} == {id(t) for t in accumulated} == {id(x), id(model[2].weight), id(model[2].bias)}
+    assert leaves(torch.ones(2).sum()) == []
+
+
+class Checkpointed(nn.Module):
+    """A block under gradient checkpointing (as timm's set_grad_checkpointing, in eval mode too):
+    backward computes the block's outputs again, which calls its modules a second time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 4))
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.head(torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=False))
+
+
+def test_a_checkpoint_recomputing_in_backward_is_not_a_call_of_the_forward_pass():
+    model = _seeded(lambda: Checkpointed().eval())
+    x = torch.randn(2, 4, generator=torch.Generator().manual_seed(2))
+    calls = []
+    handle = model.block[0].register_forward_hook(lambda m, a, o: calls.append(1))
+    expected = _hand_written_grad_norms(model, x, ["block.0"])
+    handle.remove()
+    model.zero_grad(set_to_none=True)
+    assert len(calls) == 2 and len(expected["block.0"]) == 1  # the forward call, then the recomputation
+    p = hooklab.explore(model, x, name="test: checkpoint")
+    try:
+        clean = p.set(module="block.0")
+        assert clean["calls per forward"] == 1
+        assert clean["grad norm (clean)"] == pytest.approx(expected["block.0"][0], rel=1e-3)
+        assert p.set(scale=True)["calls per forward"] == 1  # the edited pass (no autograd) agrees
+    finally:
+        p.remove()

@@ -106,6 +106,31 @@ def test_recorder_keep_last_n_and_keep_all_and_clear():
     all_rec.remove()
 
 
+def test_recorder_marks_a_call_a_checkpoint_made_in_backward_and_says_where_the_gradient_went():
+    """Under gradient checkpointing backward calls the module again; the Recorder keeps that call as
+    hand-written hooks see it, marked, and its latest-call gradient says why there is none."""
+    torch.manual_seed(0)
+    block, head = nn.Sequential(nn.Linear(4, 8), nn.Tanh()), nn.Linear(8, 2)
+    x = torch.randn(2, 4)
+    seen = []
+
+    def hand_written(module, args, output):
+        seen.append({"grad": None})
+        call = seen[-1]
+        output.register_hook(lambda grad: call.update(grad=grad.clone()))
+
+    handle = block[0].register_forward_hook(hand_written)
+    head(torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)).sum().backward()
+    handle.remove()
+    with hooklab.Recorder(block, "0", what=("output", "grad"), keep=None) as rec:
+        head(torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)).sum().backward()
+    history = rec["0"].history
+    assert [c.in_backward for c in history] == [False, True] and len(seen) == 2
+    assert torch.equal(history[0].grad, seen[0]["grad"]) and seen[1]["grad"] is None and history[1].grad is None
+    with pytest.raises(LookupError, match="ran in a backward pass .gradient checkpointing.*keep=None"):
+        rec["0"].grad
+
+
 class OnAnotherDevice(torch.Tensor):
     """Stands in for a tensor on a GPU, which this machine lacks: moved to the CPU (``.cpu()`` or
     ``.to("cpu")``), it becomes a plain tensor."""

@@ -202,7 +202,7 @@ class Explorer:
         rows.update(_statistics(seen.summary, self.digits))
         clean = self.passes.modules[name]
         if not self.passes.has_grad:
-            rows["grad norm (clean)"] = "— (nothing in the model requires grad)"
+            rows["grad norm (clean)"] = "— (nothing the output was computed from requires grad)"
         else:
             norm = clean.grad_norm
             rows["grad norm (clean)"] = f"— ({clean.no_grad})" if norm is None else per_run(norm, self.digits)

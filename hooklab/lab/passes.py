@@ -2,8 +2,9 @@
 
 * **the record**: one pass with autograd, with the pair of hooks notebook 05 builds on every module
   (:func:`hooklab.recording.watch_calls`): a summary of each module's latest output, and the norm of
-  the gradient of ``target`` with respect to each call's output (``torch.autograd.grad``: nothing is
-  accumulated into ``.grad``);
+  the gradient of ``target`` with respect to each call's output, as far as ``target.backward()`` reaches
+  (:func:`leaves`), through ``torch.autograd.grad``: nothing is accumulated into ``.grad``. A call made in
+  backward (a checkpoint recomputing its segment) is not a call of the forward pass: not counted;
 * **the reference**: one pass without autograd and without any edit, made when an edit first needs
   something to be compared with;
 * **an edited pass**: one pass without autograd, with the edit hooks of the moment registered,
@@ -26,14 +27,14 @@ import torch
 from torch import nn
 
 from ..hooks import Hooks
-from ..inspection import own_tensors, version
+from ..inspection import in_backward, own_tensors, version
 from ..nested import tensors_in, unreachable
 from ..recording import watch_calls
 from ..threads import threads as torch_threads
 from .progress import Progress
 from .summary import Summary
 
-__all__ = ["Passes", "ModuleRecord", "split", "sum_target", "running"]
+__all__ = ["Passes", "ModuleRecord", "split", "sum_target", "running", "leaves"]
 
 Example = Any  #: a tensor, a tuple of positional arguments, or an ``(args, kwargs)`` pair
 
@@ -83,6 +84,21 @@ def sum_target(output: Any) -> torch.Tensor:
         raise ValueError("the model's output holds no floating-point tensor to sum: pass target=, "
                          "a function of the output that returns one number.")
     return torch.stack(parts).sum() if len(parts) > 1 else parts[0]
+
+
+def leaves(value: torch.Tensor) -> list[torch.Tensor]:
+    """What ``value.backward()`` accumulates a gradient into: each leaf of ``value``'s graph that requires
+    grad (an ``AccumulateGrad`` node's ``variable``: a trainable weight, an input that requires grad), once."""
+    found = {id(value): value} if value.grad_fn is None and value.requires_grad else {}
+    seen, stack = set(), [value.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            if isinstance(variable := getattr(node, "variable", None), torch.Tensor):
+                found.setdefault(id(variable), variable)
+            stack.extend(next_node for next_node, _ in node.next_functions)
+    return list(found.values())
 
 
 @contextlib.contextmanager
@@ -140,7 +156,9 @@ class Passes:
         total, ran, grads = len(self.names), set(), [0, 0]  # gradient hooks registered, and run
         with Progress(f"explore {type(self.model).__name__}:") as progress, self._clean(), Hooks() as hooks:
 
-            def on_call(name: str, args: tuple, output: Any, paths: list[str]) -> tuple[ModuleRecord, int]:
+            def on_call(name: str, args: tuple, output: Any, paths: list[str]) -> tuple[ModuleRecord, int] | None:
+                if in_backward():  # a checkpoint recomputing its segment: the forward pass's call is counted
+                    return None
                 seen = self.modules[name]
                 seen.calls, seen.summary = seen.calls + 1, Summary.of(output)
                 if not paths:
@@ -151,7 +169,9 @@ class Passes:
                 progress.update(len(ran), 2 * total, f"forward pass: {len(ran)} of {total} modules ran")
                 return seen, seen.calls - 1
 
-            def on_grad(token: tuple[ModuleRecord, int], path: str, grad: torch.Tensor | None) -> None:
+            def on_grad(token: tuple[ModuleRecord, int] | None, path: str, grad: torch.Tensor | None) -> None:
+                if token is None:  # the output of a call made during backward
+                    return
                 grads[1] += 1
                 progress.update(total + total * grads[1] / max(grads[0], 1), 2 * total,
                                 f"backward pass: {grads[1]} of {grads[0]} gradients")
@@ -171,10 +191,10 @@ class Passes:
             got = f"shape {list(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
             raise ValueError(f"target(output) must return one number as a tensor, got {got}; "
                              "e.g. target=lambda out: out[0, 3] or target=lambda out: out.sum().")
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        self.has_grad = value.requires_grad and bool(params)
+        inputs = leaves(value)  # what value.backward() would reach: trainable weights, an example that requires grad
+        self.has_grad = bool(inputs)
         if self.has_grad:  # runs the tensor hooks; accumulates nothing into .grad
-            torch.autograd.grad(value, params, allow_unused=True)
+            torch.autograd.grad(value, inputs, allow_unused=True)
         self.output = [(p, t.detach()) for p, t in tensors_in(output)]
 
     @contextlib.contextmanager
