@@ -337,7 +337,9 @@ def explore(model: nn.Module, example: Example, *, target: Callable[[Any], torch
     building another panel of this name (its cell run again) closes the older one. ``threads``:
     PyTorch threads while it runs the model (``None``: as set). Every pass runs in eval mode (the
     view says when the model was not); a compiled model is explored through ``model._orig_mod``; a
-    TorchScript module raises ``TypeError``. ``panel.remove()`` takes its hooks off;
-    ``panel.close()`` also closes its widgets and lets go of the model.
+    TorchScript module raises ``TypeError``. Weights or an example changed in place (an optimizer step,
+    ``load_state_dict``) are noticed at the next update, which runs the model again; a change made through
+    ``.data`` is not (PyTorch does not count it): call ``explore`` again after one. ``panel.remove()`` takes
+    its hooks off; ``panel.close()`` also closes its widgets and lets go of the model.
     """
     return Explorer(model, example, target=target, module=module, name=name, threads=threads)
