@@ -1,11 +1,10 @@
 """One owner for many hook handles: :class:`Hooks`.
 
-PyTorch's ``register_*`` calls each return a ``RemovableHandle``; lose it and the hook stays for
-good. :class:`Hooks` keeps the handles, removes them all on ``remove()`` or at the end of a ``with``
-block (also when it raises), and rejects a hook with the wrong signature when you register it, not
-deep inside a forward pass. Two things, and nothing else, replace a hook: a *named owner*
-(``Hooks("demo")`` first removes what an older ``Hooks("demo")`` holds and closes it, so a cell that
-creates it can run again) and a *key* (registering under a key in use replaces that hook).
+PyTorch's ``register_*`` calls each return a ``RemovableHandle``; lose it and the hook stays for good. :class:`Hooks`
+keeps the handles, removes them all on ``remove()`` or at the end of a ``with`` block (also when it raises), and rejects
+a hook with the wrong signature when you register it, not deep inside a forward pass. Two things, and nothing else,
+replace a hook: a *named owner* (``Hooks("demo")`` first removes what an older ``Hooks("demo")`` holds and closes it, so
+a cell that creates it can run again) and a *key* (registering under a key in use replaces that hook).
 
 >>> import torch, hooklab
 >>> layer = torch.nn.Linear(2, 2)
@@ -107,9 +106,8 @@ class Hooks:
             Hooks._named[name] = self
 
     def add(self, kind: HookKind, target: Target, fn: Hook, *, key: str | None = None, **options: Any) -> Registration:
-        """Register ``fn`` as a hook of ``kind`` (a :data:`hooklab.kinds.KINDS` name) on ``target``
-        with PyTorch's matching ``register_*`` call, passing it ``options`` (``prepend``,
-        ``with_kwargs``, ``always_call``)."""
+        """Register ``fn`` as a hook of ``kind`` (a :data:`hooklab.kinds.KINDS` name) on ``target`` with PyTorch's
+        matching ``register_*`` call, passing it ``options`` (``prepend``, ``with_kwargs``, ``always_call``)."""
         if self._replaced:
             raise RuntimeError(f"this Hooks({self.name!r}) was replaced by a newer Hooks({self.name!r}), which removed "
                                "its hooks: register on the newer one (re-run the cell that creates it).")

@@ -107,10 +107,13 @@ def map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
 
 
 def describe(value: Any) -> str:
-    """The structure of ``value``, with each tensor's shape (and dtype, when not the default)."""
+    """The structure of ``value``, with each tensor's shape (a nested one's by component) and dtype, if not default."""
     if isinstance(value, torch.Tensor):
         dtype = "" if value.dtype == torch.get_default_dtype() else f" {str(value.dtype).replace('torch.', '')}"
-        return f"Tensor{list(value.shape)}{dtype}"
+        if not value.is_nested:  # nested: [components, then per dimension the size they share, or each one's; ? past 8]
+            return f"Tensor{list(value.shape)}{dtype}"
+        dims = [s[0] if len(set(s)) == 1 else s if len(s) < 9 else "?" for s in zip(*(c.shape for c in value.unbind()))]
+        return f"NestedTensor[{', '.join(map(str, [value.size(0), *dims]))}]{dtype}"
     kids = children(value)
     if value is None or kids is None:
         return "None" if value is None else type(value).__name__

@@ -87,11 +87,10 @@ def trace(model: nn.Module, *inputs: Any, backward: bool = False, loss: Callable
     """Run ``model(*inputs)`` once with a hook of each of ``kinds`` on every module (or those
     ``patterns`` pick; the model itself too, unless ``include_root=False``) and return the events.
 
-    ``backward=True`` also runs a backward pass from ``loss(output)`` (default ``output.sum()``).
-    Every hook is removed before this returns, also when the pass raises. A full backward hook on a
-    module whose output is then changed in place (``ReLU(inplace=True)``) makes PyTorch raise: trace
-    fewer modules, or turn ``inplace`` off. A compiled model is traced through its eager module (the
-    ``note`` says so); a TorchScript module raises ``TypeError``.
+    ``backward=True`` also runs a backward pass from ``loss(output)`` (default ``output.sum()``). Every hook is removed
+    before this returns, also when the pass raises. A full backward hook on a module whose output is then changed in
+    place (``ReLU(inplace=True)``) makes PyTorch raise: trace fewer modules, or turn ``inplace`` off. A compiled model
+    is traced through its eager module (the ``note`` says so); a TorchScript module raises ``TypeError``.
     """
     model, note = unwrap(model, "trace")
     modules = select(model, *patterns, include_root=include_root and not patterns)

@@ -460,6 +460,45 @@ def test_the_fast_path_skips_submodules_and_explore_switches_it_off():
         p.remove()
 
 
+def test_under_no_grad_explore_runs_the_encoder_with_a_padding_mask_on_the_padded_path():
+    """Without autograd, the fast path would hand nested tensors between the layers; explore's passes
+    turn it off, so every module's output is an ordinary tensor, padding included."""
+    enc = _seeded(_encoder)
+    x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(1))
+    pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    with torch.no_grad():
+        p = hooklab.explore(enc, ((x,), {"src_key_padding_mask": pad}), module="layers.0.linear1",
+                            name="test: nested")
+        try:
+            assert p.set(noise=False)["output"] == "Tensor[2, 5, 32]"
+            assert p.set(noise=True)["output change"] > 0
+        finally:
+            p.remove()
+    assert hooklab.count_hooks(enc) == 0
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_the_statistics_of_a_nested_output_are_those_of_all_its_components_values():
+    from hooklab.lab.summary import Summary
+    g = torch.Generator().manual_seed(3)
+    parts = [torch.randn(5, 4, generator=g), torch.zeros(3, 4)]
+    s = Summary.of((torch.nested.nested_tensor(parts),))
+    values = torch.cat([t.flatten() for t in parts])
+    assert s.structure == "tuple(NestedTensor[2, (5, 3), 4])" and s.path == "output[0]" and s.dtype == "float32"
+    assert s.shape is None  # no one shape: the structure gives each component's
+    assert s.numel == 32 and s.zeros == 12 / 32 and s.lo == values.min().item() and s.hi == values.max().item()
+    assert s.mean == values.mean().item() and s.std == pytest.approx(values.std().item())
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_explore_refuses_a_nested_example_and_says_what_to_pass():
+    layer = nn.Linear(16, 8)
+    nested = torch.nested.nested_tensor([torch.ones(5, 16), torch.ones(3, 16)])
+    with pytest.raises(TypeError, match=r"nested tensor \(NestedTensor\[2, \(5, 3\), 16\]\).*to_padded_tensor"):
+        hooklab.explore(layer, nested)
+    assert hooklab.count_hooks(layer) == 0
+
+
 # ---------------------------------------------------------------------- LSTM
 def test_lstm_tuple_output():
     lstm = _seeded(lambda: nn.LSTM(3, 8).eval())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import weakref
 
@@ -218,6 +219,46 @@ def test_recorder_does_not_leak_memory_in_the_model():
     assert recorded() is None, "the model of a removed recorder is still alive"
 
 
+def _encoder_on_padded_batch() -> tuple[nn.TransformerEncoder, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, 32, batch_first=True), 2).eval()
+    return enc, torch.randn(2, 5, 16), torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+
+
+def _frozen(enc: nn.Module) -> contextlib.AbstractContextManager:
+    enc.requires_grad_(False)
+    return contextlib.nullcontext()
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+@pytest.mark.parametrize("how", [lambda enc: torch.no_grad(), lambda enc: torch.inference_mode(), _frozen],
+                         ids=["no_grad", "inference_mode", "frozen"])
+def test_recorder_records_the_nested_tensors_of_the_encoder_fast_path_as_hand_written_hooks_see_them(how):
+    """In eval mode without autograd, with a padding mask, nn.TransformerEncoder hands nested tensors
+    (one component per sequence, padding left out) between its layers."""
+    enc, x, pad = _encoder_on_padded_batch()
+    names = ("layers.0.linear1", "layers.1")
+    seen: dict[str, list] = {name: [] for name in names}
+    handles = [hooklab.module(enc, n).register_forward_hook(lambda m, a, o, n=n: seen[n].append((a, o))) for n in names]
+    try:
+        with how(enc), hooklab.Recorder(enc, *names, what=("input", "output"), keep=None) as rec:
+            enc(x, src_key_padding_mask=pad)
+            assert "2 calls, recording" in repr(rec)
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert hooklab.count_hooks(enc) == 0
+    for name in names:
+        (args, output), = seen[name]
+        record = rec[name]
+        assert output.is_nested and record.calls == len(record.history) == 1
+        for got, want in ((record.output, output), (rec.outputs()[name], output), (record.input[0], args[0])):
+            assert got.is_nested and got.data_ptr() != want.data_ptr()  # a copy
+            assert len(got.unbind()) == 2 and all(torch.equal(g, w) for g, w in zip(got.unbind(), want.unbind()))
+    assert rec["layers.0.linear1"].history[0].structure == "NestedTensor[2, (5, 3), 32]"
+    assert hooklab.shape_of(rec["layers.1"].input) == "tuple(NestedTensor[2, (5, 3), 16])"
+
+
 # ---------------------------------------------------------------- trace
 def test_trace_forward_order_containers_after_children():
     model = net()
@@ -258,6 +299,16 @@ def test_shape_of():
     assert hooklab.shape_of((torch.ones(3),)) == "tuple(Tensor[3])"
     assert hooklab.shape_of({"x": torch.ones(2)}) == "dict(x: Tensor[2])"
     assert hooklab.shape_of(3) == "int"
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_shape_of_a_nested_tensor_gives_its_components_and_each_ragged_size():
+    ragged = torch.nested.nested_tensor([torch.ones(5, 16), torch.ones(3, 16)])
+    assert hooklab.shape_of((ragged, None)) == "tuple(NestedTensor[2, (5, 3), 16], None)"
+    assert hooklab.shape_of(torch.nested.nested_tensor([torch.ones(2, 3, dtype=torch.int64)] * 2)) == \
+        "NestedTensor[2, 2, 3] int64"
+    many = torch.nested.nested_tensor([torch.ones(n % 4 + 1, 2) for n in range(9)], layout=torch.jagged)
+    assert hooklab.shape_of(many) == "NestedTensor[9, ?, 2]"
 
 
 # ---------------------------------------------------------------- registered_hooks

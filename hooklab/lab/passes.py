@@ -28,7 +28,7 @@ from torch import nn
 
 from ..hooks import Hooks
 from ..inspection import in_backward, own_tensors, version
-from ..nested import tensors_in, unreachable
+from ..nested import describe, tensors_in, unreachable
 from ..recording import watch_calls
 from ..threads import threads as torch_threads
 from .progress import Progress
@@ -125,6 +125,11 @@ class Passes:
                  threads: int | None) -> None:
         self.model, self.threads = model, threads
         self.args, self.kwargs = split(example)
+        nested = [describe(t) for _, t in tensors_in((self.args, self.kwargs)) if t.is_nested]
+        if nested:  # the default target (a sum), noise and clamp would raise inside PyTorch on one
+            raise TypeError(f"explore does not take a nested tensor ({nested[0]}) in the example: pass the padded "
+                            "tensor (t.to_padded_tensor(0.0)) with its padding mask, e.g. src_key_padding_mask=pad; "
+                            "explore's passes turn off the transformer fast path that makes nested tensors.")
         self.target = target or sum_target
         self.names: dict[str, nn.Module] = dict(model.named_modules())
         self.modules: dict[str, ModuleRecord] = {}  #: the record: what each module did

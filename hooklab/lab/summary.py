@@ -56,9 +56,12 @@ class Summary:
         path, t = main
         with torch.no_grad():
             t = t.detach()
-            summary.path, summary.shape, summary.numel = path, list(t.shape), t.numel()
+            summary.path, summary.numel = path, t.numel()
             summary.dtype = str(t.dtype).replace("torch.", "")
-            values = t.float().flatten()
+            if t.is_nested:  # no one shape (the structure gives each component's): every component's values
+                values = torch.cat([c.float().flatten() for c in t.unbind()] or [torch.zeros(0)])
+            else:
+                summary.shape, values = list(t.shape), t.float().flatten()
             if values.numel() and not all(math.isfinite(v.item()) for v in values.aminmax()):
                 finite = torch.isfinite(values)  # NaN or inf somewhere: leave them out
                 summary.nonfinite, values = int((~finite).sum()), values[finite]
@@ -82,7 +85,7 @@ class Summary:
         self.counts = torch.bincount(index.cpu(), minlength=BINS).float()  # as torch.histc counts, faster
 
     def _preview(self, t: torch.Tensor, values: torch.Tensor) -> None:
-        if t.dim() == 4 and t.shape[-1] * t.shape[-2] > 1:
+        if not t.is_nested and t.dim() == 4 and t.shape[-1] * t.shape[-2] > 1:
             maps = t[0, :MAPS].float().cpu()
             if maps.shape[-2] > TILE or maps.shape[-1] > TILE:
                 maps = F.adaptive_avg_pool2d(maps, (min(maps.shape[-2], TILE), min(maps.shape[-1], TILE)))
