@@ -50,29 +50,29 @@ def watch_calls(hooks: Hooks, module: nn.Module, on_call: Callable[[tuple, Any, 
     """A forward hook on ``module``: each call, ``on_call(args, output, paths)`` returns a token, and with
     ``on_grad``, a **tensor hook** registered from it on each tensor of the output that requires grad
     (``paths``) calls ``on_grad(token, path, grad)`` when backward reaches it (``grad`` is ``None`` when another
-    output of the same operation got one). Unlike a full backward hook, it works next to in-place operations."""
+    output of the same operation got one). Unlike a full backward hook, it works next to in-place operations.
+    Those on computed tensors go with their graph; one on a leaf (an input or a parameter returned as it is) would
+    stay for good, so ``hooks`` holds it (removing them takes it off), and it removes itself once it ran."""
     def forward_hook(module: nn.Module, args: tuple, output: Any) -> None:
         hooked = [(p, t) for p, t in tensors_in(output) if t.requires_grad] if on_grad is not None else []
         token = on_call(args, output, [p for p, _ in hooked])
         if on_grad is not None:
             for path, t in hooked:
-                _tensor_hook(t, functools.partial(on_grad, token, path))
+                _tensor_hook(hooks, t, functools.partial(on_grad, token, path))
 
     return hooks.forward(module, forward_hook, key=key)
 
 
-def _tensor_hook(t: torch.Tensor, report: Callable[[torch.Tensor | None], None]) -> None:
-    """``t.register_hook``; on a leaf (an input or a parameter returned as it is) the hook would stay
-    for good, so there it removes itself once it ran."""
-    handle = None
-
+def _tensor_hook(hooks: Hooks, t: torch.Tensor, report: Callable[[torch.Tensor | None], None]) -> None:
+    """``t.register_hook``, or on a leaf, ``hooks.tensor`` and removed once it ran (see :func:`watch_calls`)."""
     def hook(grad: torch.Tensor | None) -> None:
         report(grad)
-        if handle is not None:
-            handle.remove()
+        if registration is not None:
+            registration.remove()
 
-    registered = t.register_hook(hook)
-    handle = registered if t.is_leaf else None
+    registration = hooks.tensor(t, hook) if t.is_leaf else None
+    if registration is None:
+        t.register_hook(hook)
 
 
 @dataclass

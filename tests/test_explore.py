@@ -385,6 +385,13 @@ def test_remove_and_close_leave_no_hook(resnet):
     assert all(widget.comm is None for widget in p.panel.controls.values())  # closed, with its controls
 
 
+def test_close_leaves_no_hook_on_an_example_passed_through_as_it_is():
+    model = _seeded(lambda: nn.Sequential(nn.Identity(), nn.Linear(4, 2)))
+    x = torch.randn(2, 4, requires_grad=True)  # Identity outputs this leaf; the backward pass never reaches it
+    hooklab.explore(model, x, name="test: identity").close()
+    assert not x._backward_hooks and hooklab.count_hooks(model) == 0
+
+
 def test_rebuilding_under_the_same_name_closes_the_older_panel(resnet):
     model, x = resnet
     first = hooklab.explore(model, x, name="test: rebuilt")

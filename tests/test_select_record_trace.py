@@ -259,6 +259,68 @@ def test_recorder_records_the_nested_tensors_of_the_encoder_fast_path_as_hand_wr
     assert hooklab.shape_of(rec["layers.1"].input) == "tuple(NestedTensor[2, (5, 3), 16])"
 
 
+class Query(nn.Module):
+    """Returns its parameter as it is (a learned query): the output is a leaf tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Parameter(torch.arange(12.0).reshape(3, 4))
+
+    def forward(self) -> torch.Tensor:
+        return self.q
+
+
+class Queried(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.query = Query()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.query().T  # with x of the wrong width, raises after the query ran
+
+
+def test_recorder_removes_the_gradient_hooks_it_put_on_a_parameter_returned_as_it_is():
+    model = Queried()
+    q = model.query.q
+    with hooklab.Recorder(model, "query", what=("output", "grad")):
+        for _ in range(3):  # forward passes without backward: no gradient hook ran, none removed itself
+            model(torch.ones(2, 4))
+        assert len(q._backward_hooks) == 3 and hooklab.count_hooks(model) == 1 + 3  # and the forward hook
+    assert hooklab.count_hooks(model) == 0 and not q._backward_hooks
+
+
+def test_recorder_removes_the_gradient_hooks_on_a_returned_parameter_when_the_forward_raises():
+    model = Queried()
+    with pytest.raises(RuntimeError), hooklab.Recorder(model, "query", what=("output", "grad")):
+        model(torch.ones(2, 4))
+        model(torch.ones(2, 5))
+    assert hooklab.count_hooks(model) == 0 and not model.query.q._backward_hooks
+
+
+def test_a_removed_recorder_is_not_kept_alive_by_a_parameter_it_recorded():
+    model = Queried()
+    rec = hooklab.Recorder(model, "query", what=("output", "grad"))
+    model(torch.ones(2, 4))
+    rec.remove()
+    recorder = weakref.ref(rec)
+    del rec
+    gc.collect()
+    assert recorder() is None, "the removed recorder is still alive: a hook on the parameter holds it"
+
+
+def test_recorder_gradient_of_a_returned_parameter_and_its_hook_removes_itself_once_it_ran():
+    model = Queried()
+    q = model.query.q
+    by_hand: list[torch.Tensor] = []
+    q.register_hook(lambda grad: by_hand.append(grad.clone()))
+    with hooklab.Recorder(model, "query", what=("output", "grad")) as rec:
+        (model(torch.arange(8.0).reshape(2, 4)) ** 2).sum().backward()
+        assert torch.equal(rec["query"].grad, by_hand[0])
+        assert len(q._backward_hooks) == 1  # the recorder's hook removed itself: only the hand-written one
+        (q * 3).sum().backward()  # a later backward pass through the parameter, not through a recorded call
+        assert len(by_hand) == 2 and torch.equal(rec["query"].grad, by_hand[0])
+
+
 # ---------------------------------------------------------------- trace
 def test_trace_forward_order_containers_after_children():
     model = net()
