@@ -1,13 +1,11 @@
-"""What hooks are registered right now, the leak detector: on a model's modules, on its parameters and
-buffers, and the global module hooks. It cannot see a hook on a tensor the model does not hold (an activation,
-a loss: it lives and dies with that tensor), nor one on an autograd node (``grad_fn.register_hook``), which
-PyTorch keeps in C++.
+"""What hooks are registered right now, the leak detector: on a model's modules, on its parameters and buffers, and the
+global module hooks. It cannot see a hook on a tensor the model does not hold (an activation, a loss: it lives and dies
+with that tensor), nor one on an autograd node (``grad_fn.register_hook``), which PyTorch keeps in C++.
 
-The one module of hooklab that reads PyTorch's private attributes: the hook dicts of ``nn.Module``,
-``torch.Tensor`` and ``torch.nn.modules.module`` (named in :data:`hooklab.kinds.KINDS`),
-``Module._is_full_backward_hook``, ``Module._parameters`` and ``_buffers``, ``Tensor._version``
-(:func:`version`), ``RemovableHandle.hooks_dict_ref`` and ``.id`` (:func:`is_registered`), and
-``torch._C._current_graph_task_id`` (:func:`in_backward`).
+The one module of hooklab that reads PyTorch's private attributes: the hook dicts of ``nn.Module``, ``torch.Tensor`` and
+``torch.nn.modules.module`` (named in :data:`hooklab.kinds.KINDS`), ``Module._is_full_backward_hook``,
+``Module._parameters`` and ``_buffers``, ``Tensor._version`` (:func:`version`), ``RemovableHandle.hooks_dict_ref`` and
+``.id`` (:func:`is_registered`), and ``torch._C._current_graph_task_id`` (:func:`in_backward`).
 
 >>> import torch.nn as nn, hooklab
 >>> layer = nn.Linear(2, 2)

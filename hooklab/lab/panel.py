@@ -48,12 +48,11 @@ BUSY_HTML = "<span class='hooklab-busy' style='color:#8a5a00'>⏳ updating…</s
 class Panel:
     """A live lab: controls on top, the view below; show it by ending a cell with it.
 
-    ``title`` also names the panel (or ``name``): building one under a name in use closes the older
-    one, so its cell can run again. ``render(panel)`` returns HTML or ``{label: value}`` rows, after
-    every change; ``plot(panel, fig)`` draws into a fresh ``Figure`` (or returns PNG bytes) of
-    ``figsize`` inches; ``beside`` is a widget right of the view; ``on_close()`` runs when it closes.
-    Hooks and ``render`` read ``panel.values``. Checkboxes ticked together register their hooks in
-    tick order (``panel.ticked``), and keep it when a slider makes them register again.
+    ``title`` also names the panel (or ``name``): building one under a name in use closes the older one, so its cell can
+    run again. ``render(panel)`` returns HTML or ``{label: value}`` rows, after every change; ``plot(panel, fig)`` draws
+    into a fresh ``Figure`` (or returns PNG bytes) of ``figsize`` inches; ``beside`` is a widget right of the view;
+    ``on_close()`` runs when it closes. Hooks and ``render`` read ``panel.values``. Checkboxes ticked together register
+    their hooks in tick order (``panel.ticked``), and keep it when a slider makes them register again.
     """
 
     #: The open panels, by name: building one under a name in use closes the older one.
@@ -205,9 +204,8 @@ class Panel:
 
     # ------------------------------------------------------------------ driving from code
     def set(self, **values: Any) -> dict[str, Any]:
-        """Set controls by name, as clicks would (in the order given), then register the hooks and
-        rebuild the view once; return :meth:`state`. An unknown name changes nothing. Raises the
-        error a hook or the view raised."""
+        """Set controls by name, as clicks would (in the order given), then register the hooks and rebuild the view
+        once; return :meth:`state`. An unknown name changes nothing. Raises the error a hook or the view raised."""
         unknown = [name for name in values if name not in self.controls]
         if unknown:
             raise KeyError(f"this panel has no control {unknown[0]!r}; it has {list(self.controls)}.")

@@ -1,11 +1,9 @@
-"""A progress line for a long step in a notebook: what it is doing and how far it got, gone when
-the step ends.
+"""A progress line for a long step in a notebook: what it is doing and how far it got, gone when the step ends.
 
-It is a small widget (a bar and a line of text) shown under the running cell once the step has
-taken half a second (a quick step shows nothing), and taken away again at the end: the cell's
-stored output then holds an empty output, nothing to read or compare. Outside a notebook kernel it
-shows nothing. Its updates are widget messages, sent at most every 0.1 s, so a step that reports
-often costs almost nothing.
+It is a small widget (a bar and a line of text) shown under the running cell once the step has taken half a second (a
+quick step shows nothing), and taken away again at the end: the cell's stored output then holds an empty output, nothing
+to read or compare. Outside a notebook kernel it shows nothing. Its updates are widget messages, sent at most every 0.1
+s, so a step that reports often costs almost nothing.
 
 >>> with Progress("recording") as progress:   # outside a notebook: nothing is shown
 ...     progress.update(1, 2, "forward pass")
