@@ -385,11 +385,41 @@ def test_remove_and_close_leave_no_hook(resnet):
     assert all(widget.comm is None for widget in p.panel.controls.values())  # closed, with its controls
 
 
+class Learned(nn.Module):
+    """Returns its parameter as it is (a leaf tensor)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Parameter(torch.ones(3))
+
+    def forward(self):
+        return self.q
+
+
+class ScoresAndQuery(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin, self.learned = nn.Linear(4, 2), Learned()
+
+    def forward(self, x):
+        return {"scores": self.lin(x), "query": self.learned()}
+
+
 def test_close_leaves_no_hook_on_an_example_passed_through_as_it_is():
     model = _seeded(lambda: nn.Sequential(nn.Identity(), nn.Linear(4, 2)))
-    x = torch.randn(2, 4, requires_grad=True)  # Identity outputs this leaf; the backward pass never reaches it
+    x = torch.randn(2, 4, requires_grad=True)  # Identity outputs this leaf
     hooklab.explore(model, x, name="test: identity").close()
     assert not x._backward_hooks and hooklab.count_hooks(model) == 0
+
+
+def test_close_leaves_no_hook_on_a_returned_parameter_the_target_never_reaches():
+    """The gradient hook on a leaf removes itself when it runs; one the backward pass never reaches
+    (the target reads only the scores) must go with the panel all the same."""
+    model = _seeded(ScoresAndQuery)
+    p = hooklab.explore(model, torch.randn(2, 4), target=lambda out: out["scores"].sum(), name="test: unreached")
+    assert p.set(module="learned")["grad norm (clean)"] == "— (no gradient reached it)"
+    p.close()
+    assert not model.learned.q._backward_hooks and hooklab.count_hooks(model) == 0
 
 
 def test_rebuilding_under_the_same_name_closes_the_older_panel(resnet):
