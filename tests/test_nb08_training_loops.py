@@ -5,7 +5,10 @@ And its exercises: the worked solutions pass, typical mistakes are named precise
 
 from __future__ import annotations
 
+import ast
 import doctest
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -194,7 +197,7 @@ def test_ddp_in_two_processes_averages_and_leaves_nothing_behind() -> None:
 
     port = nb08.free_port()
     results = mp.get_context("spawn").SimpleQueue()
-    mp.spawn(nb08.ddp_worker, args=(2, port, results), nprocs=2)
+    mp.spawn(nb08.ddp_process, args=(2, port, results), nprocs=2)
     rows = sorted((results.get() for _ in range(2)), key=lambda row: row["rank"])
     assert [row["rank"] for row in rows] == [0, 1]
     for rank, row in enumerate(rows):
@@ -209,6 +212,37 @@ def test_ddp_in_two_processes_averages_and_leaves_nothing_behind() -> None:
     assert multiprocessing.active_children() == []
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0  # the rendezvous port is closed again
+
+
+_GLOO_THREADS = """
+import os, sys, tempfile
+import torch, torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+dist.init_process_group("gloo", init_method="file://" + os.path.join(tempfile.mkdtemp(), "store"), rank=0, world_size=1)
+if sys.argv[1] == "ddp":
+    DDP(nn.Linear(3, 1))  # dropped at once
+else:
+    dist.all_reduce(torch.ones(3))
+dist.destroy_process_group()
+names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+print(sorted(n for n in names if "gloo" in n))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the thread names in /proc")
+def test_a_ddp_model_keeps_gloo_threads_running_after_destroy_process_group() -> None:
+    """Why nb08.ddp_process ends its process with os._exit: after an all-reduce, destroy_process_group stops
+    gloo's threads; after a DDP model was built, they run on until the process ends (torch 2.14.1)."""
+    def left(use: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-c", _GLOO_THREADS, use], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return ast.literal_eval(done.stdout.strip().splitlines()[-1])
+
+    assert left("all_reduce") == []
+    after_ddp = left("ddp")
+    assert "gloo_tcp_loop" in after_ddp and "pt_gloo_runloop" in after_ddp, after_ddp
 
 
 # ---------------------------------------------------------------------- exercise 2

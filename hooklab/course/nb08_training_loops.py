@@ -9,7 +9,8 @@ checkpointing, saved tensors. The helpers and exercises of notebook 08.
 * :func:`saved_by_layer`: what each layer's autograd graph keeps for backward, in bytes.
 * :func:`lab_train` and :func:`lab_view`: the live lab's training loop and its view.
 * :func:`ddp_worker` and :func:`free_port`: one process of a two-process DDP run over gloo, started by
-  ``torch.multiprocessing.spawn``: what a parameter's tensor hook sees and what lands in ``.grad``.
+  ``torch.multiprocessing.spawn`` through :func:`ddp_process`: what a parameter's tensor hook sees and
+  what lands in ``.grad``.
 
 >>> model = mlp()
 >>> x, y = make_data(8)
@@ -31,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import inspect
+import os
 import socket
 import sys
 from collections import OrderedDict
@@ -412,6 +414,19 @@ def ddp_worker(rank, world_size, port, results):
         results.put(row)
     finally:
         dist.destroy_process_group()
+
+
+def ddp_process(rank, world_size, port, results):
+    """What ``torch.multiprocessing.spawn`` runs in each process: :func:`ddp_worker`, then the end of the
+    process at once, with ``os._exit(0)``. A DDP model keeps its gloo process group, and gloo's threads, alive
+    after ``destroy_process_group`` (torch 2.14.1, on Linux; a test of this module checks it), and Python's shutdown
+    with those threads still running sometimes aborts the process ("terminate called without an active
+    exception", SIGABRT), so ``spawn`` raises although the work was done. What the worker sent is already
+    in ``results``. An error in the worker is raised as usual, before this point."""
+    ddp_worker(rank, world_size, port, results)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # ------------------------------------------------------------------------ exercises
