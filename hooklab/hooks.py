@@ -40,6 +40,28 @@ Target = Union[nn.Module, torch.Tensor, Mapping[str, nn.Module]]
 Hook = Callable[..., Any]
 
 
+class HookOwner:
+    """What every tool that registers hooks shares (``Recorder``, ``GradCAM``): its hooks in
+    ``self.hooks``; ``remove()``, or the end of its ``with`` block, takes them off."""
+
+    hooks: Hooks
+
+    @property
+    def active(self) -> bool:
+        """Whether its hooks are still registered."""
+        return len(self.hooks) > 0
+
+    def remove(self) -> None:
+        """Remove the hooks (what they recorded stays readable)."""
+        self.hooks.remove()
+
+    def __enter__(self: Any) -> Any:  # also Registration's and Hooks's
+        return self
+
+    def __exit__(self: Any, *exc: object) -> None:
+        self.remove()
+
+
 class Registration:
     """One hook function on one or more targets: ``handles`` are PyTorch's, one per target;
     ``remove()`` (or leaving its ``with`` block) removes them all."""
@@ -57,37 +79,11 @@ class Registration:
     def __len__(self) -> int:
         return sum(is_registered(h) for h in self.handles)
 
-    def __enter__(self) -> "Registration":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
+    __enter__, __exit__ = HookOwner.__enter__, HookOwner.__exit__  # ``with``: removed at the end, even on an error
 
     def __repr__(self) -> str:
         count = f" x{len(self.handles)}" if len(self.handles) > 1 else ""
         return f"<{self.kind} hook {self.fn_name} on {self.label}{count}, key {self.key!r}>"
-
-
-class HookOwner:
-    """What every tool that registers hooks shares (``Recorder``, ``GradCAM``): its hooks in
-    ``self.hooks``; ``remove()``, or the end of its ``with`` block, takes them off."""
-
-    hooks: Hooks
-
-    @property
-    def active(self) -> bool:
-        """Whether its hooks are still registered."""
-        return len(self.hooks) > 0
-
-    def remove(self) -> None:
-        """Remove the hooks (what they recorded stays readable)."""
-        self.hooks.remove()
-
-    def __enter__(self: Any) -> Any:  # also Hooks's
-        return self
-
-    def __exit__(self: Any, *exc: object) -> None:
-        self.remove()
 
 
 class Hooks:

@@ -165,7 +165,7 @@ class Recorder(HookOwner):
     that is not one tensor, a ``{path: gradient}`` dict). ``keep``: calls kept per module (``None``:
     all). ``to_cpu``, ``clone``: as :func:`detach`. ``name``: owned by ``hooklab.Hooks(name)``, so one
     built again under it removes the older one's hooks. Stored tensors are detached (another value,
-    such as an ``ImageList``, is stored as it is). A compiled model is refused: record ``_orig_mod``.
+    such as an ``ImageList``, is stored as it is). A compiled model (record ``_orig_mod``) or part is refused.
     """
 
     def __init__(self, model: nn.Module, *patterns: str, type: Any = None,

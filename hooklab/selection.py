@@ -15,7 +15,7 @@ from typing import Callable
 
 from torch import nn
 
-from .compiled import check_hookable
+from .compiled import check_hookable, check_parts
 from .naming import closest
 
 __all__ = ["select", "module", "module_names"]
@@ -69,7 +69,8 @@ def select(model: nn.Module, *patterns: str, type: type[nn.Module] | tuple[type[
     name (exact names, ``""`` for the model itself, or globs such as ``"layer*.conv1"``; none: every
     module, the model too with ``include_root``), of ``type``, for which ``where(name, module)`` holds,
     without children if ``leaves`` (a model without children is its own leaf). An unknown name, or a
-    glob that matches nothing, raises ``KeyError`` listing the closest real names."""
+    glob that matches nothing, raises ``KeyError`` listing the closest real names; one in a compiled or TorchScript part
+    (where a hook may not run), ``TypeError``."""
     _check_model(model)
     check_hookable(model, "select")
     named = list(model.named_modules())
@@ -86,4 +87,5 @@ def select(model: nn.Module, *patterns: str, type: type[nn.Module] | tuple[type[
         keep = [(n, m) for n, m in keep if next(m.children(), None) is None]
     if where is not None:
         keep = [(n, m) for n, m in keep if where(n, m)]
+    check_parts(model, [n for n, _ in keep])
     return dict(keep)

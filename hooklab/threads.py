@@ -16,18 +16,13 @@ from typing import Iterator
 
 import torch
 
-__all__ = ["off_main_thread", "one_thread_off_main", "threads"]
-
-
-def off_main_thread() -> bool:
-    """True in any thread but the process's main thread (a kernel subshell, a worker thread)."""
-    return threading.current_thread() is not threading.main_thread()
+__all__ = ["one_thread_off_main", "threads"]
 
 
 def one_thread_off_main() -> None:
     """Off the main thread, set this thread to one PyTorch thread, for good; on it, nothing. Call it in
     each such thread: one started later may begin with more (:func:`threads` sets the number back)."""
-    if off_main_thread() and torch.get_num_threads() != 1:
+    if threading.current_thread() is not threading.main_thread() and torch.get_num_threads() != 1:
         torch.set_num_threads(1)
 
 
@@ -41,7 +36,7 @@ def threads(n: int | None) -> Iterator[None]:
     ...     torch.get_num_threads()
     1
     """
-    if off_main_thread():
+    if threading.current_thread() is not threading.main_thread():
         one_thread_off_main()
         yield
         return

@@ -23,7 +23,7 @@ from torch import nn
 
 import hooklab
 
-from .zoo import CASES, BY_NAME, Case, EvalPasses, grad_wrt_params, total, walk
+from .zoo import CASES, BY_NAME, PART_KINDS, Case, EvalPasses, WithPart, grad_wrt_params, total, walk
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning",
                                         "ignore::DeprecationWarning")
@@ -300,6 +300,30 @@ def test_a_compiled_model_is_explored_through_its_eager_module() -> None:
     finally:
         panel.close()
     assert hooklab.count_hooks(model) == 0
+
+
+@pytest.mark.parametrize("kind", PART_KINDS[1:])
+def test_a_model_with_a_compiled_or_torchscript_part_is_refused_naming_it(kind: str) -> None:
+    model = WithPart(kind)
+    said = {"torch.compile": r"'body\.1\._orig_mod', inside 'body\.1', a compiled submodule",
+            "jit.trace": r"'body\.1\.0', inside 'body\.1', a TorchScript submodule",
+            "jit.script": r"'body\.1\.0', inside 'body\.1', a TorchScript submodule",
+            "part.compile()": r"'body\.1', compiled in place by model\.get_submodule\('body\.1'\)\.compile\(\)",
+            "model.compile()": r"the model, compiled in place by model\.compile\(\)"}[kind]
+    with pytest.raises(TypeError, match=f"^cannot hook {said}") as refused:  # it hooks every module
+        hooklab.explore(model, torch.randn(2, 4))
+    assert "in its place" in str(refused.value) or "without .compile()" in str(refused.value)
+    assert hooklab.count_hooks(model) == 0
+
+
+def test_a_model_without_compiled_or_torchscript_parts_is_explored() -> None:
+    model, x = WithPart("eager").eval(), torch.randn(2, 4)
+    panel = hooklab.explore(model, x, name="zoo: no compiled part")
+    try:
+        assert panel.set(module="body.1.0")["calls per forward"] == 1
+        assert float(panel.set(zero=True)["output change"]) > 0
+    finally:
+        panel.close()
 
 
 def test_a_cell_re_run_three_times_then_closed_keeps_no_model_alive() -> None:

@@ -10,7 +10,7 @@ from torch import nn
 
 import hooklab
 
-from .zoo import CASES, Case, HandHooks, grad_wrt_params, same, snapshot, total, walk
+from .zoo import CASES, Case, HandHooks, WithPart, grad_wrt_params, same, snapshot, total, walk
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning",
                                         "ignore::DeprecationWarning")
@@ -116,6 +116,61 @@ def test_a_compiled_model_is_refused_with_what_to_do() -> None:
         compiled(torch.randn(2, 4))
         with pytest.raises(LookupError, match=r"has not run.*torch\.compile"):
             rec["b"].output
+
+
+#: Per kind of part (tests/zoo.py's WithPart): the module hooked first in it, the refusal, and what to do.
+_REFUSED = {"torch.compile": ("body.1._orig_mod.0", r"'body\.1\._orig_mod\.0', inside 'body\.1', a compiled submodule "
+                              r"\(torch\.compile", r"Put its eager module, model\.get_submodule\('body\.1'\)\._orig_mod, "
+                              r"in its place"),
+            "jit.trace": ("body.1.0", r"'body\.1\.0', inside 'body\.1', a TorchScript submodule: PyTorch runs its "
+                          r"compiled graph", r"Put the Python module in its place"),
+            "jit.script": ("body.1.0", r"'body\.1\.0', inside 'body\.1', a TorchScript submodule: PyTorch runs its "
+                           r"compiled graph", r"Put the Python module in its place"),
+            "part.compile()": ("body.1.0", r"'body\.1\.0', inside 'body\.1', compiled in place by "
+                               r"model\.get_submodule\('body\.1'\)\.compile\(\)",
+                               r"build a new Sequential without \.compile\(\) and load this one's state_dict into it"),
+            "model.compile()": ("body.0", r"'body\.0', inside the model, compiled in place by model\.compile\(\)",
+                                r"build a new WithPart without \.compile\(\) and load this one's state_dict into it")}
+
+
+@pytest.mark.parametrize("kind", list(_REFUSED))
+def test_a_module_in_a_compiled_or_torchscript_part_is_refused_naming_the_part(kind: str) -> None:
+    model, x = WithPart(kind), torch.randn(2, 4)
+    inner, named, then = _REFUSED[kind]
+    ran: list[int] = []  # the reason, by a hand-written hook: one added now on that module never runs
+    if kind != "jit.script":  # a scripted module refuses new hooks outright (tested below)
+        with model.get_submodule(inner).register_forward_hook(lambda *_: ran.append(1)):
+            model(x)
+        assert ran == []
+    where = "the model" if kind == "model.compile()" else "'body\\.1'"
+    with pytest.raises(TypeError, match=f"^cannot hook {named}.*{then}\\.$"):
+        hooklab.Recorder(model)  # every leaf
+    with pytest.raises(TypeError, match=f"^cannot hook .*{where}"):  # every module
+        hooklab.trace(model, x)
+    with pytest.raises(TypeError, match=f"^cannot hook .*{where}"):  # a user's own hooks on what select picks
+        hooklab.Hooks().forward(hooklab.select(model, "body.*"), lambda *_: None)
+    assert hooklab.count_hooks(model) == 0
+    if kind == "model.compile()":
+        return
+    with hooklab.Recorder(model, "body.0", "head") as rec:  # outside the part: recorded as usual
+        model(x)
+    assert rec["body.0"].calls == rec["head"].calls == 1
+    if kind == "part.compile()":  # its own hooks run inside its compiled call too
+        with pytest.raises(TypeError, match=r"^cannot hook 'body\.1', compiled in place by"):
+            hooklab.Recorder(model, "body.1")
+    elif kind != "jit.script":  # a new hook on the part itself runs; a scripted one refuses it (tested below)
+        with hooklab.Recorder(model, "body.1") as rec:
+            model(x)
+        assert rec["body.1"].calls == 1
+
+
+def test_a_model_without_compiled_or_torchscript_parts_is_recorded_in_every_module() -> None:
+    model, x = WithPart("eager"), torch.randn(2, 4)
+    with hooklab.Recorder(model, "*") as rec:
+        model(x)
+    names = ["body", "body.0", "body.1", "body.1.0", "body.1.1", "head"]  # "*": every module but the model
+    assert {n: rec[n].calls for n in rec} == dict.fromkeys(names, 1)
+    assert len(hooklab.trace(model, x)) == 2 * 7  # forward_pre and forward on each of the 7 modules, the model too
 
 
 def test_a_torchscript_module_is_refused_with_what_to_do() -> None:

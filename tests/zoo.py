@@ -190,6 +190,31 @@ class Compilable(nn.Module):
         return self.b(torch.relu(self.a(x)))
 
 
+#: How a part of a model gets compiled (or ``"eager"``: not at all), for :class:`WithPart`.
+PART_KINDS = ("eager", "torch.compile", "jit.trace", "jit.script", "part.compile()", "model.compile()")
+
+
+class WithPart(nn.Module):
+    """A model whose part ``body.1`` (a ReLU and a Linear) is made ``kind`` (:data:`PART_KINDS`), or, for
+    ``"model.compile()"``, that is compiled in place as a whole; run once, as a training loop would have."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        part = nn.Sequential(nn.ReLU(), nn.Linear(8, 8))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # torch.jit.script and torch.jit.trace are deprecated
+            made = {"torch.compile": lambda: torch.compile(part, backend="eager"),
+                    "jit.trace": lambda: torch.jit.trace(part, torch.zeros(2, 8)),
+                    "jit.script": lambda: torch.jit.script(part)}.get(kind, lambda: part)()
+        self.body, self.head = nn.Sequential(nn.Linear(4, 8), made), nn.Linear(8, 3)
+        if kind in ("part.compile()", "model.compile()"):
+            (part if kind == "part.compile()" else self).compile(backend="eager")
+        self(torch.randn(2, 4, generator=torch.Generator().manual_seed(0)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
 def _vector(n: int = 4, batch: int = 2, seed: int = 6) -> Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]:
     return lambda: ((torch.randn(batch, n, generator=torch.Generator().manual_seed(seed)),), {})
 

@@ -30,6 +30,7 @@ from ..hooks import Hooks
 from ..inspection import in_backward, own_tensors, version
 from ..nested import describe, tensors_in, unreachable
 from ..recording import watch_calls
+from ..selection import select
 from ..threads import threads as torch_threads
 from .progress import Progress
 from .summary import Summary
@@ -131,7 +132,7 @@ class Passes:
                             "tensor (t.to_padded_tensor(0.0)) with its padding mask, e.g. src_key_padding_mask=pad; "
                             "explore's passes turn off the transformer fast path that makes nested tensors.")
         self.target = target or sum_target
-        self.names: dict[str, nn.Module] = dict(model.named_modules())
+        self.names: dict[str, nn.Module] = select(model, include_root=True)  # refuses compiled parts
         self.modules: dict[str, ModuleRecord] = {}  #: the record: what each module did
         self.output: list[tuple[str, torch.Tensor]] = []  #: the record's final output (detached)
         self.has_grad = False  #: whether the target's gradient reached anything
