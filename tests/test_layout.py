@@ -25,8 +25,9 @@ CORE_LINES, LAB_LINES = 1516, 1896
 INTERNALS = {"inspection.py": {"_is_full_backward_hook", "_parameters", "_buffers", "_version", "_C",
                                "_current_graph_task_id"},
              "lab/controls.py": {"_options_values"}}
-#: Names that start with an underscore but are public protocol: namedtuples, IPython's display methods.
-PROTOCOL = {"_fields", "_asdict", "_replace", "_repr_mimebundle_", "_repr_html_", "_ipython_display_"}
+#: Names that start with an underscore but are public protocol: namedtuples, IPython's display methods, and
+#: ``os._exit`` (documented: ends the process without Python's shutdown).
+PROTOCOL = {"_fields", "_asdict", "_replace", "_repr_mimebundle_", "_repr_html_", "_ipython_display_", "_exit"}
 #: Course modules that serve more than one notebook, named for what they hold.
 SHARED = {"__init__", "data", "shapes", "checks", "results"}
 
