@@ -52,25 +52,25 @@ def watch_calls(hooks: Hooks, module: nn.Module, on_call: Callable[[tuple, Any, 
     (``paths``) calls ``on_grad(token, path, grad)`` when backward reaches it (``grad`` is ``None`` when another
     output of the same operation got one). Unlike a full backward hook, it works next to in-place operations.
     Those on computed tensors go with their graph; one on a leaf (an input or a parameter returned as it is) would
-    stay for good, so ``hooks`` holds it (a newer call's on that leaf replaces it) and it removes itself once run."""
+    stay for good, so ``hooks`` holds it (removing them takes it off), and it removes itself once it ran."""
     def forward_hook(module: nn.Module, args: tuple, output: Any) -> None:
         hooked = [(p, t) for p, t in tensors_in(output) if t.requires_grad] if on_grad is not None else []
         token = on_call(args, output, [p for p, _ in hooked])
         if on_grad is not None:
             for path, t in hooked:
-                _tensor_hook(hooks, t, functools.partial(on_grad, token, path), f"{id(module)}:{path}@{id(t)}")
+                _tensor_hook(hooks, t, functools.partial(on_grad, token, path))
 
     return hooks.forward(module, forward_hook, key=key)
 
 
-def _tensor_hook(hooks: Hooks, t: torch.Tensor, report: Callable[[torch.Tensor | None], None], key: str) -> None:
+def _tensor_hook(hooks: Hooks, t: torch.Tensor, report: Callable[[torch.Tensor | None], None]) -> None:
     """``t.register_hook``, or on a leaf, ``hooks.tensor`` and removed once it ran (see :func:`watch_calls`)."""
     def hook(grad: torch.Tensor | None) -> None:
         report(grad)
         if registration is not None:
             registration.remove()
 
-    registration = hooks.tensor(t, hook, key=key) if t.is_leaf else None
+    registration = hooks.tensor(t, hook) if t.is_leaf else None
     if registration is None:
         t.register_hook(hook)
 
