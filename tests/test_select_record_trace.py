@@ -289,6 +289,15 @@ def test_recorder_removes_the_gradient_hooks_it_put_on_a_parameter_returned_as_i
     assert hooklab.count_hooks(model) == 0 and not q._backward_hooks
 
 
+def test_recorder_gives_each_call_the_gradient_of_the_leaf_it_returned():
+    x, y = torch.randn(2, 3, requires_grad=True), torch.randn(2, 3, requires_grad=True)
+    same = nn.Identity()  # called twice in a pass, each time returning a leaf that requires grad
+    with hooklab.Recorder(same, "", what=("grad",), keep=None) as rec:
+        (same(x) * 2 + same(y) * 3).sum().backward()
+    assert [c.grad.tolist() for c in rec[""].history] == [[[2.0] * 3] * 2, [[3.0] * 3] * 2]
+    assert not x._backward_hooks and not y._backward_hooks  # each ran and removed itself
+
+
 def test_recorder_removes_the_gradient_hooks_on_a_returned_parameter_when_the_forward_raises():
     model = Queried()
     with pytest.raises(RuntimeError), hooklab.Recorder(model, "query", what=("output", "grad")):
