@@ -1,8 +1,8 @@
 """Where hooks may not run: in compiled (``torch.compile``, ``module.compile()``) and TorchScript models and parts.
 
 A tool that runs the model itself runs a compiled model's eager module, ``_orig_mod`` (:func:`unwrap`); one that
-hooks a model *you* run refuses a compiled or TorchScript one (:func:`check_hookable`); no module in such a part,
-or compiled in place, is hooked (:func:`check_parts`, which :func:`hooklab.select` calls). Each message says why
+hooks a model *you* run refuses a compiled or TorchScript one (:func:`check_hookable`); no module inside such a part,
+or one compiled in place, is hooked (:func:`check_parts`, which :func:`hooklab.select` calls). Each message says why
 (torch 2.14.1's rules; notebook 08 shows them) and what to do instead.
 
 >>> import torch.nn as nn
@@ -58,17 +58,16 @@ def _in_place(module: nn.Module) -> bool:
 
 def check_parts(model: nn.Module, names: Iterable[str]) -> None:
     """A ``TypeError`` naming the part when a module of ``model`` named in ``names`` is inside an ``OptimizedModule``
-    or a ``ScriptModule``, or is or is inside a module compiled in place: a hook on it may not run."""
+    or a ``ScriptModule``, or a module compiled in place: a hook on it may not run (one on the part itself runs)."""
     parts = {p: m for p, m in model.named_modules() if _in_place(m) or p and (is_scripted(m) or is_compiled(m))}
     for name in names:
-        part = next((p for p, m in parts.items() if not p or name.startswith(f"{p}.") or name == p and _in_place(m)),
-                    None)
+        part = next((p for p in parts if not p and name or name.startswith(f"{p}.")), None)
         if part is None:
             continue
         m, (at, where) = parts[part], (f"model.get_submodule({part!r})", repr(part)) if part else ("model", "the model")
-        said = f"cannot hook {where}" if name == part else f"cannot hook {name!r}, inside {where}"
+        said = f"cannot hook {name!r}, inside {where}"
         if _in_place(m):
-            raise TypeError(f"{said}, compiled in place by {at}.compile() (its call, hooks included, is compiled): "
+            raise TypeError(f"{said}, compiled in place by {at}.compile(): "
                             f"{_IGNORED.format('a hook there')}. It keeps no eager module: build a new "
                             f"{type(m).__name__} without .compile() and load this one's state_dict into it.")
         if is_scripted(m):

@@ -21,6 +21,12 @@ from .naming import closest
 __all__ = ["select", "module", "module_names"]
 
 _GLOB_CHARS = set("*?[")
+_WEIGHT_PARTS = {"parametrizations", "_packed_params"}  # children that make or hold a layer's weight, not layers
+
+
+def _leaf(name: str, m: nn.Module) -> bool:
+    """No children but the parts of a weight (``torch.nn.utils.parametrize``, dynamic quantization), nor one itself."""
+    return all(c in _WEIGHT_PARTS for c, _ in m.named_children()) and not _WEIGHT_PARTS & set(name.split("."))
 
 
 def module_names(model: nn.Module) -> dict[nn.Module, str]:
@@ -68,7 +74,8 @@ def select(model: nn.Module, *patterns: str, type: type[nn.Module] | tuple[type[
     """Modules of ``model`` as ``{name: module}``, in ``named_modules()`` order: those ``patterns``
     name (exact names, ``""`` for the model itself, or globs such as ``"layer*.conv1"``; none: every
     module, the model too with ``include_root``), of ``type``, for which ``where(name, module)`` holds,
-    without children if ``leaves`` (a model without children is its own leaf). An unknown name, or a
+    without children if ``leaves`` (a model without children is its own leaf; a parametrized or dynamically quantized
+    layer is a leaf, its weight's modules are not). An unknown name, or a
     glob that matches nothing, raises ``KeyError`` listing the closest real names; one in a compiled or TorchScript part
     (where a hook may not run), ``TypeError``."""
     _check_model(model)
@@ -79,12 +86,12 @@ def select(model: nn.Module, *patterns: str, type: type[nn.Module] | tuple[type[
         chosen = {n for pattern in patterns for n in _matching(model, pattern, names)}
         keep = [(n, m) for n, m in named if n in chosen]
     else:  # every module; the model itself too if asked, or if it is the only leaf there is
-        root_too = include_root or (leaves and next(model.children(), None) is None)
+        root_too = include_root or (leaves and _leaf("", model))
         keep = [(n, m) for n, m in named if n or root_too]
     if type is not None:
         keep = [(n, m) for n, m in keep if isinstance(m, type)]
     if leaves:
-        keep = [(n, m) for n, m in keep if next(m.children(), None) is None]
+        keep = [(n, m) for n, m in keep if _leaf(n, m)]
     if where is not None:
         keep = [(n, m) for n, m in keep if where(n, m)]
     check_parts(model, [n for n, _ in keep])

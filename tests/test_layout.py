@@ -18,9 +18,10 @@ LAB = PACKAGE / "lab"
 #: when the lab was rebuilt (core 1,500, lab 1,896). The aim is 1,400 and 1,300; that is not reached:
 #: the model-zoo fixes (nested outputs, compiled models, eval-mode passes, the progress line) added
 #: about 400 lines to the two. Lower these figures as code leaves; never raise them for a feature.
-#: Raised once, by 16 to 1,516: refusing hooks inside compiled and TorchScript parts (a silently empty
-#: record before) needs 34 lines, and 18 came out of the core to make room.
-CORE_LINES, LAB_LINES = 1516, 1896
+#: Raised only for fixes of silently wrong answers on real models, by what they need beyond the room made:
+#: to 1,516 (hooks inside compiled and TorchScript parts refused: 34 lines, 18 taken out of the core) and
+#: to 1,522 (a parametrized or dynamically quantized layer is a leaf, not its weight's modules: 7 lines).
+CORE_LINES, LAB_LINES = 1522, 1896
 #: The private attributes of PyTorch and ipywidgets read, each in one module (named in its docstring).
 INTERNALS = {"inspection.py": {"_is_full_backward_hook", "_parameters", "_buffers", "_version", "_C",
                                "_current_graph_task_id"},

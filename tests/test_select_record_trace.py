@@ -289,6 +289,15 @@ def test_recorder_removes_the_gradient_hooks_it_put_on_a_parameter_returned_as_i
     assert hooklab.count_hooks(model) == 0 and not q._backward_hooks
 
 
+def test_recorder_gives_each_call_the_gradient_of_the_leaf_it_returned():
+    x, y = torch.randn(2, 3, requires_grad=True), torch.randn(2, 3, requires_grad=True)
+    same = nn.Identity()  # called twice in a pass, each time returning a leaf that requires grad
+    with hooklab.Recorder(same, "", what=("grad",), keep=None) as rec:
+        (same(x) * 2 + same(y) * 3).sum().backward()
+    assert [c.grad.tolist() for c in rec[""].history] == [[[2.0] * 3] * 2, [[3.0] * 3] * 2]
+    assert not x._backward_hooks and not y._backward_hooks  # each ran and removed itself
+
+
 def test_recorder_removes_the_gradient_hooks_on_a_returned_parameter_when_the_forward_raises():
     model = Queried()
     with pytest.raises(RuntimeError), hooklab.Recorder(model, "query", what=("output", "grad")):
@@ -400,3 +409,33 @@ def test_registered_hooks_marks_deprecated_backward_hooks():
     handle.remove()
     with pytest.raises(TypeError):
         hooklab.registered_hooks("model")
+
+
+def test_a_parametrized_or_dynamically_quantized_layer_is_a_leaf_and_its_weight_parts_are_not():
+    from torch.nn.utils import parametrizations, parametrize
+
+    class Symmetric(nn.Module):
+        def forward(self, w: torch.Tensor) -> torch.Tensor:
+            return w.triu() + w.triu(1).T
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Conv1d(1, 2, 3))
+    parametrize.register_parametrization(model[0], "weight", Symmetric())
+    parametrizations.weight_norm(model[2])
+    assert "0.parametrizations.weight.0" in dict(model.named_modules())  # a module, but part of a weight
+    own = hooklab.count_hooks(model)  # weight_norm's own state-dict hook
+    assert list(hooklab.select(model, leaves=True)) == list(hooklab.select(model, "?")) == ["0", "1", "2"]
+    seen = {}  # the reference: hand-written forward hooks on the layers
+    handles = [model[i].register_forward_hook(lambda m, a, out, i=i: seen.__setitem__(str(i), out.detach().clone()))
+               for i in range(3)]
+    with hooklab.Recorder(model) as rec:  # no pattern: every leaf
+        model(torch.randn(2, 1, 4))
+    for h in handles:
+        h.remove()
+    assert list(rec) == ["0", "1", "2"] and all(torch.equal(rec[n].output, seen[n]) for n in seen)
+    quantized = torch.ao.quantization.quantize_dynamic(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)),
+                                                       {nn.Linear}, dtype=torch.qint8)
+    assert "0._packed_params" in dict(quantized.named_modules())
+    with hooklab.Recorder(quantized) as rec:
+        quantized(torch.randn(2, 4))
+    assert {n: rec[n].calls for n in rec} == {"0": 1, "1": 1, "2": 1}
+    assert hooklab.count_hooks(model) - own == hooklab.count_hooks(quantized) == 0

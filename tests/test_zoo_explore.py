@@ -308,8 +308,9 @@ def test_a_model_with_a_compiled_or_torchscript_part_is_refused_naming_it(kind: 
     said = {"torch.compile": r"'body\.1\._orig_mod', inside 'body\.1', a compiled submodule",
             "jit.trace": r"'body\.1\.0', inside 'body\.1', a TorchScript submodule",
             "jit.script": r"'body\.1\.0', inside 'body\.1', a TorchScript submodule",
-            "part.compile()": r"'body\.1', compiled in place by model\.get_submodule\('body\.1'\)\.compile\(\)",
-            "model.compile()": r"the model, compiled in place by model\.compile\(\)"}[kind]
+            "part.compile()": r"'body\.1\.0', inside 'body\.1', compiled in place by model\.get_submodule\('body\.1'\)"
+                              r"\.compile\(\)",
+            "model.compile()": r"'body', inside the model, compiled in place by model\.compile\(\)"}[kind]
     with pytest.raises(TypeError, match=f"^cannot hook {said}") as refused:  # it hooks every module
         hooklab.explore(model, torch.randn(2, 4))
     assert "in its place" in str(refused.value) or "without .compile()" in str(refused.value)

@@ -155,10 +155,7 @@ def test_a_module_in_a_compiled_or_torchscript_part_is_refused_naming_the_part(k
     with hooklab.Recorder(model, "body.0", "head") as rec:  # outside the part: recorded as usual
         model(x)
     assert rec["body.0"].calls == rec["head"].calls == 1
-    if kind == "part.compile()":  # its own hooks run inside its compiled call too
-        with pytest.raises(TypeError, match=r"^cannot hook 'body\.1', compiled in place by"):
-            hooklab.Recorder(model, "body.1")
-    elif kind != "jit.script":  # a new hook on the part itself runs; a scripted one refuses it (tested below)
+    if kind != "jit.script":  # a new hook on the part itself runs; a scripted one refuses it (tested below)
         with hooklab.Recorder(model, "body.1") as rec:
             model(x)
         assert rec["body.1"].calls == 1
