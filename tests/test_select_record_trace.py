@@ -411,6 +411,7 @@ def test_registered_hooks_marks_deprecated_backward_hooks():
         hooklab.registered_hooks("model")
 
 
+@pytest.mark.filterwarnings("ignore:torch.ao.quantization is deprecated:DeprecationWarning")
 def test_a_parametrized_or_dynamically_quantized_layer_is_a_leaf_and_its_weight_parts_are_not():
     from torch.nn.utils import parametrizations, parametrize
 
