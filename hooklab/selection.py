@@ -21,11 +21,11 @@ from .naming import closest
 __all__ = ["select", "module", "module_names"]
 
 _GLOB_CHARS = set("*?[")
-_WEIGHT_PARTS = {"parametrizations", "_packed_params"}  # children that make or hold a layer's weight, not layers
+_WEIGHT_PARTS = {"parametrizations", "_packed_params", "_all_weight_values", "weight_fake_quant", "activation_post_process"}
 
 
 def _leaf(name: str, m: nn.Module) -> bool:
-    """No children but the parts of a weight (``torch.nn.utils.parametrize``, dynamic quantization), nor one itself."""
+    """No children but a weight's parts or quantization observers (parametrize, torch.ao), nor one itself."""
     return all(c in _WEIGHT_PARTS for c, _ in m.named_children()) and not _WEIGHT_PARTS & set(name.split("."))
 
 

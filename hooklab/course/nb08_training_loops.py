@@ -418,8 +418,8 @@ def ddp_worker(rank, world_size, port, results):
 
 def ddp_process(rank, world_size, port, results):
     """What ``torch.multiprocessing.spawn`` runs in each process: :func:`ddp_worker`, then the end of the
-    process at once, with ``os._exit(0)``. A DDP model keeps its gloo process group, and gloo's threads, alive
-    after ``destroy_process_group`` (torch 2.14.1, on Linux; a test of this module checks it), and Python's shutdown
+    process at once, with ``os._exit(0)``. Once a DDP model was built, its gloo group and gloo's threads stay alive
+    after ``destroy_process_group``, the DDP object deleted or not (torch 2.14.1, on Linux; a test of this module checks it), and Python's shutdown
     with those threads still running sometimes aborts the process ("terminate called without an active
     exception", SIGABRT), so ``spawn`` raises although the work was done. What the worker sent is already
     in ``results``. An error in the worker is raised as usual, before this point."""
